@@ -1,0 +1,156 @@
+# libcoll: build, test, demo and install.
+#
+#   make                 libcoll.so, libcoll.a and the tools, into build/
+#   make test            every test (installs the Debian packages it needs)
+#   make demo            the 4-rank demo job through collrun
+#   make install PREFIX=/usr/local
+#
+# Optional dependencies are detected and reported with one line each; a
+# missing one switches its part off and never breaks the build.
+
+PREFIX     ?= /usr/local
+CC         ?= gcc
+CUDA_HOME  ?= /usr/local/cuda
+WERROR     ?= 1
+BUILD      ?= build
+
+VERSION := $(shell awk '/define COLL_VERSION_(MAJOR|MINOR|PATCH)/ {v = v sep $$3; sep = "."} END {print v}' libcoll/coll.h)
+SOVERSION := $(firstword $(subst ., ,$(VERSION)))
+
+# Messages are cut to fixed buffers on purpose: truncation is not a bug here.
+WARN    := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Wno-format-truncation
+ifeq ($(WERROR),1)
+WARN    += -Werror
+endif
+OPT     ?= -O2 -g
+CFLAGS  += -std=gnu11 $(OPT) $(WARN) -fPIC -fvisibility=hidden -pthread -D_GNU_SOURCE
+CPPFLAGS += -Ilibcoll -Itransports -Ialgorithms
+LDLIBS  += -pthread
+
+# ---- optional dependencies ---------------------------------------------------
+HAVE_CHECK := $(shell pkg-config --exists check 2>/dev/null && echo 1)
+HAVE_VERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
+HAVE_OFI   := $(shell pkg-config --exists libfabric 2>/dev/null && echo 1)
+HAVE_CUDA  := $(shell test -x $(CUDA_HOME)/bin/nvcc && echo 1)
+
+mark = $(if $(1),✓,✗)
+
+# Quiet build lines unless V=1.
+ifeq ($(V),1)
+Q :=
+say = @true
+else
+Q := @
+say = @echo "  $(1)	$(2)"
+endif
+
+# ---- sources -----------------------------------------------------------------
+LIB_SRCS := $(wildcard libcoll/*.c) transports/transport.c \
+            $(wildcard transports/self/*.c) $(wildcard transports/tcp/*.c) \
+            $(wildcard algorithms/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+TOOLS    := $(BUILD)/bin/collrun $(BUILD)/bin/collinfo
+EXAMPLES := $(BUILD)/bin/exchange
+TEST_SRCS := $(wildcard tests/test_*.c)
+TESTS    := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+TEST_HELPERS := $(BUILD)/tests/helper_rank
+
+SHLIB := $(BUILD)/lib/libcoll.so.$(VERSION)
+STLIB := $(BUILD)/lib/libcoll.a
+
+.PHONY: all lib tools config install uninstall test demo clean deps-test deps-demo
+.DEFAULT_GOAL := all
+
+all: config lib tools $(EXAMPLES)
+
+config:
+	@echo "libcoll $(VERSION): optional dependencies"
+	@echo "  $(call mark,$(HAVE_CHECK)) Check (libcheck)     tests (make test installs it)"
+	@echo "  $(call mark,$(HAVE_VERBS)) libibverbs           verbs transport (not built yet)"
+	@echo "  $(call mark,$(HAVE_OFI)) libfabric            libfabric transport (not built yet)"
+	@echo "  $(call mark,$(HAVE_CUDA)) CUDA toolkit         device buffers (not built yet)"
+
+lib: $(SHLIB) $(STLIB)
+
+tools: $(TOOLS)
+
+$(BUILD)/obj/%.o: %.c $(wildcard libcoll/*.h transports/*.h transports/*/*.h algorithms/*.h)
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(SHLIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) -shared -Wl,-soname,libcoll.so.$(SOVERSION) -Wl,--no-undefined -o $@ $^ $(LDLIBS)
+	$(Q)ln -sf libcoll.so.$(VERSION) $(BUILD)/lib/libcoll.so.$(SOVERSION)
+	$(Q)ln -sf libcoll.so.$(VERSION) $(BUILD)/lib/libcoll.so
+
+$(STLIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(call say,AR,$@)
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
+
+# Tools and tests link the static library: they may use internal headers.
+$(BUILD)/bin/%: tools/%.c $(STLIB)
+	@mkdir -p $(dir $@)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(STLIB) $(LDLIBS)
+
+$(BUILD)/bin/%: examples/%.c $(STLIB)
+	@mkdir -p $(dir $@)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(STLIB) $(LDLIBS)
+
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
+
+$(BUILD)/tests/test_%: tests/test_%.c tests/harness.c tests/harness.h $(STLIB)
+	@mkdir -p $(dir $@)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -o $@ $< tests/harness.c $(STLIB) $(CHECK_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/helper_%: tests/helper_%.c $(STLIB)
+	@mkdir -p $(dir $@)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -o $@ $< $(STLIB) $(LDLIBS)
+
+# ---- test and demo -------------------------------------------------------------
+TEST_PKGS := check pkg-config openmpi-bin mpich iproute2 procps
+DEMO_PKGS := gcc make
+
+deps-test:
+	@scripts/deps.sh $(TEST_PKGS)
+
+deps-demo:
+	@scripts/deps.sh $(DEMO_PKGS)
+
+# Re-run make after installing so that Check is detected.
+test: deps-test
+	@$(MAKE) --no-print-directory all test-build
+	@tests/run.sh $(BUILD)
+
+.PHONY: test-build
+test-build: $(TESTS) $(TEST_HELPERS)
+
+demo: deps-demo all
+	$(BUILD)/bin/collrun -n 4 --tag-output $(BUILD)/bin/exchange
+
+# ---- install ----------------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 libcoll/coll.h $(DESTDIR)$(PREFIX)/include/coll.h
+	install -m 755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libcoll.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libcoll.so.$(SOVERSION)
+	ln -sf libcoll.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libcoll.so
+	install -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' libcoll/libcoll.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libcoll.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/coll.h $(DESTDIR)$(PREFIX)/lib/libcoll.* \
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/libcoll.pc $(TOOLS:$(BUILD)/bin/%=$(DESTDIR)$(PREFIX)/bin/%)
+
+clean:
+	rm -rf $(BUILD)

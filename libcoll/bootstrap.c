@@ -1,0 +1,261 @@
+/*
+ * bootstrap.c: the rank side of the bootstrap. A rank may start before
+ * the root (torchrun, Slurm and mpirun start processes in any order), so
+ * refused connections are retried with backoff until the deadline; only a
+ * network that cannot be reached at all, or an explicit refusal by the
+ * root (wrong secret, wrong version, rank taken), ends the attempt early.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "bootstrap.h"
+#include "error.h"
+#include "handshake.h"
+#include "log.h"
+
+#define JOIN_BACKOFF_MIN_NS (10 * 1000000ull)
+#define JOIN_BACKOFF_MAX_NS (200 * 1000000ull)
+
+static int aborted(const int *abort_flag)
+{
+    return abort_flag && __atomic_load_n(abort_flag, __ATOMIC_ACQUIRE);
+}
+
+/* Sleep until fd is ready for `events`, at most 100 ms and never past the
+ * deadline, so that abort and the deadline are checked often. */
+static void wait_fd(int fd, short events, uint64_t deadline_ns)
+{
+    struct pollfd p = {.fd = fd, .events = events};
+    (void)poll(&p, 1, coll_ms_until(deadline_ns, 100));
+}
+
+coll_status_t coll_sock_io_deadline(int fd, void *buf, size_t len, int writing,
+                                    uint64_t deadline_ns, const int *abort_flag)
+{
+    size_t off = 0;
+
+    while (off < len) {
+        ssize_t n = writing ? coll_sock_write(fd, (uint8_t *)buf + off, len - off)
+                            : coll_sock_read(fd, (uint8_t *)buf + off, len - off);
+        if (n < 0)
+            return COLL_ERR_PEER_FAILED;
+        off += (size_t)n;
+        if (off == len)
+            break;
+        if (aborted(abort_flag))
+            return COLL_ERR_ABORTED;
+        if (coll_time_ns() > deadline_ns)
+            return COLL_ERR_TIMEOUT;
+        wait_fd(fd, writing ? POLLOUT : POLLIN, deadline_ns);
+    }
+    return COLL_OK;
+}
+
+typedef struct join_ctx {
+    const coll_uid_t *uid;
+    int nranks, rank;
+    uint32_t round;
+    const coll_peer_info_t *mine;
+    uint64_t deadline_ns;
+    const int *abort_flag;
+    coll_peer_info_t *table;
+    char root_str[COLL_ADDRSTR_LEN];
+    char last_why[256]; /* why the last attempt should be retried */
+} join_ctx_t;
+
+/* Outcome of one attempt: done, retry later, or give up with an error. */
+#define JOIN_RETRY ((coll_status_t)(COLL_INPROGRESS + 1))
+
+static coll_status_t join_connect(join_ctx_t *j, int *fd_p)
+{
+    int fd, err;
+
+    COLL_CHECK(coll_sock_connect_start(&j->uid->root, &fd));
+    while ((err = coll_sock_connect_result(fd)) == EINPROGRESS) {
+        if (aborted(j->abort_flag) || coll_time_ns() > j->deadline_ns) {
+            err = aborted(j->abort_flag) ? ECANCELED : ETIMEDOUT;
+            break;
+        }
+        wait_fd(fd, POLLOUT, j->deadline_ns);
+    }
+    if (err == 0) {
+        *fd_p = fd;
+        return COLL_OK;
+    }
+    close(fd);
+    if (err == ECANCELED)
+        return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_ABORTED, "init aborted while connecting "
+                          "to the bootstrap root %s", j->root_str);
+    if (err == ENETUNREACH || err == EACCES || err == EPERM || err == EAFNOSUPPORT)
+        return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_UNREACHABLE,
+                          "rank %d cannot reach the bootstrap root %s: %s", j->rank,
+                          j->root_str, strerror(err));
+    snprintf(j->last_why, sizeof(j->last_why), "%s", strerror(err));
+    return JOIN_RETRY;
+}
+
+static coll_status_t join_handshake(join_ctx_t *j, int fd)
+{
+    coll_hs_t hs;
+    coll_hello_t fields = {0};
+    coll_status_t st;
+
+    fields.prefix.kind = COLL_CONN_BOOT;
+    fields.src_rank = (uint32_t)j->rank;
+    fields.dst_rank = UINT32_MAX;
+    fields.nranks = (uint32_t)j->nranks;
+    fields.round = j->round;
+    coll_hs_client_start(&hs, fd, &j->uid->root, &fields, j->uid->secret, j->deadline_ns);
+    while ((st = coll_hs_progress(&hs)) == COLL_INPROGRESS) {
+        if (aborted(j->abort_flag))
+            return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_ABORTED,
+                              "init aborted during the bootstrap handshake");
+        wait_fd(fd, (short)(coll_hs_events(&hs) == EPOLLIN ? POLLIN : POLLOUT),
+                j->deadline_ns);
+    }
+    if (st == COLL_OK)
+        return COLL_OK;
+    if (hs.verdict == COLL_VERDICT_ROUND || st == COLL_ERR_PEER_FAILED) {
+        snprintf(j->last_why, sizeof(j->last_why), "%s", hs.errmsg);
+        return JOIN_RETRY;
+    }
+    return coll_error(COLL_SUBSYS_BOOT, st, "rank %d: bootstrap with %s failed: %s", j->rank,
+                      j->root_str, hs.errmsg);
+}
+
+static coll_status_t join_send_info(join_ctx_t *j, int fd)
+{
+    uint8_t frame[COLL_BOOT_HDR_BYTES + COLL_WIRE_PEERINFO_MAX];
+    coll_wbuf_t w = {frame + COLL_BOOT_HDR_BYTES, COLL_WIRE_PEERINFO_MAX, 0, 0};
+
+    coll_peer_info_encode(j->mine, &w);
+    if (w.overflow)
+        return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_INTERNAL, "peer info exceeds %d bytes",
+                          COLL_WIRE_PEERINFO_MAX);
+    coll_store_u32(frame, COLL_BOOT_RANKINFO);
+    coll_store_u32(frame + 4, (uint32_t)w.off);
+    if (coll_sock_io_deadline(fd, frame, COLL_BOOT_HDR_BYTES + w.off, 1, j->deadline_ns,
+                              j->abort_flag) != COLL_OK) {
+        snprintf(j->last_why, sizeof(j->last_why), "connection lost while sending");
+        return JOIN_RETRY;
+    }
+    return COLL_OK;
+}
+
+static coll_status_t parse_table(join_ctx_t *j, const uint8_t *buf, size_t len)
+{
+    coll_rbuf_t r = {buf, len, 0, 0};
+
+    for (int i = 0; i < j->nranks; i++) {
+        uint32_t n = (uint32_t)coll_get_uint(&r, 4);
+        if (r.underflow || n > COLL_WIRE_PEERINFO_MAX || n > len - r.off)
+            break;
+        coll_rbuf_t one = {buf + r.off, n, 0, 0};
+        if (coll_peer_info_decode(&one, &j->table[i]) != COLL_OK ||
+            j->table[i].rank != (uint32_t)i)
+            break;
+        r.off += n;
+        if (i == j->nranks - 1)
+            return COLL_OK;
+    }
+    return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_PROTOCOL,
+                      "rank %d: the bootstrap root %s sent a malformed table", j->rank,
+                      j->root_str);
+}
+
+static coll_status_t join_read_reply(join_ctx_t *j, int fd)
+{
+    uint8_t hdr[COLL_BOOT_HDR_BYTES], *body = NULL;
+    coll_status_t st;
+    uint32_t type = 0, len = 0;
+    size_t cap;
+
+    st = coll_sock_io_deadline(fd, hdr, sizeof(hdr), 0, j->deadline_ns, j->abort_flag);
+    if (st == COLL_OK) {
+        type = coll_load_u32(hdr);
+        len = coll_load_u32(hdr + 4);
+        cap = type == COLL_BOOT_TABLE ? (size_t)j->nranks * (4 + COLL_WIRE_PEERINFO_MAX)
+                                      : 4 + COLL_WIRE_ERRTEXT_MAX;
+        if ((type != COLL_BOOT_TABLE && type != COLL_BOOT_ERROR) || len > cap ||
+            (type == COLL_BOOT_ERROR && len < 4))
+            return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_PROTOCOL,
+                              "rank %d: the bootstrap root %s sent a bad frame (type %u, "
+                              "%u bytes)", j->rank, j->root_str, type, len);
+        body = malloc(len + 1);
+        if (!body)
+            return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_NO_MEMORY, "cannot allocate %u bytes",
+                              len);
+        st = coll_sock_io_deadline(fd, body, len, 0, j->deadline_ns, j->abort_flag);
+    }
+    if (st == COLL_ERR_PEER_FAILED)
+        st = coll_error(COLL_SUBSYS_BOOT, st, "rank %d: the bootstrap root %s closed the "
+                        "connection before the job formed (root process died?)", j->rank,
+                        j->root_str);
+    else if (st == COLL_ERR_TIMEOUT || st == COLL_ERR_ABORTED)
+        st = coll_error(COLL_SUBSYS_BOOT, st, "rank %d: %s waiting for the other ranks at the "
+                        "bootstrap root %s", j->rank, st == COLL_ERR_TIMEOUT ? "timed out"
+                        : "aborted", j->root_str);
+    else if (type == COLL_BOOT_ERROR) {
+        body[len] = '\0';
+        st = (coll_status_t)(int32_t)coll_load_u32(body);
+        if (st >= 0)
+            st = COLL_ERR_PROTOCOL;
+        st = coll_error(COLL_SUBSYS_BOOT, st, "rank %d: the job failed to form: %s", j->rank,
+                        (char *)body + 4);
+    } else {
+        st = parse_table(j, body, len);
+    }
+    free(body);
+    return st;
+}
+
+static coll_status_t join_once(join_ctx_t *j)
+{
+    int fd = -1;
+    coll_status_t st = join_connect(j, &fd);
+
+    if (st == COLL_OK)
+        st = join_handshake(j, fd);
+    if (st == COLL_OK)
+        st = join_send_info(j, fd);
+    if (st == COLL_OK)
+        st = join_read_reply(j, fd);
+    if (fd >= 0)
+        close(fd);
+    return st;
+}
+
+coll_status_t coll_bootstrap_join(const coll_uid_t *uid, int nranks, int rank,
+                                  uint32_t round, const coll_peer_info_t *mine,
+                                  uint64_t deadline_ns, const int *abort_flag,
+                                  coll_peer_info_t *table)
+{
+    join_ctx_t j = {uid, nranks, rank, round, mine, deadline_ns, abort_flag, table, "", ""};
+    uint64_t backoff = JOIN_BACKOFF_MIN_NS, start = coll_time_ns();
+    coll_status_t st;
+
+    coll_addr_str(&uid->root, j.root_str);
+    while ((st = join_once(&j)) == JOIN_RETRY) {
+        if (aborted(abort_flag))
+            return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_ABORTED,
+                              "rank %d: init aborted while joining the bootstrap root %s",
+                              rank, j.root_str);
+        if (coll_time_ns() + backoff > deadline_ns)
+            return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_UNREACHABLE,
+                              "rank %d cannot reach the bootstrap root %s: still failing "
+                              "after %.1f s (%s); is rank 0 / the id's creator running, and "
+                              "is the address right?", rank, j.root_str,
+                              (double)(coll_time_ns() - start) * 1e-9, j.last_why);
+        COLL_TRACE(COLL_SUBSYS_BOOT, "rank %d: root %s not ready (%s), retrying", rank,
+                   j.root_str, j.last_why);
+        struct timespec ts = {0, (long)backoff};
+        nanosleep(&ts, NULL);
+        backoff = COLL_MIN(backoff * 2, JOIN_BACKOFF_MAX_NS);
+    }
+    return st;
+}

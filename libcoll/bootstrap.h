@@ -1,0 +1,55 @@
+/*
+ * bootstrap.h: how ranks find each other. One process holds the unique id
+ * and runs the root: a thread that accepts one authenticated connection per
+ * rank, collects each rank's peer info (its transports' addresses), and
+ * answers every rank with the whole table. After that the root is gone
+ * and ranks talk only through transports.
+ */
+#ifndef COLL_BOOTSTRAP_H
+#define COLL_BOOTSTRAP_H
+
+#include "net.h"
+#include "transport.h"
+#include "wire.h"
+
+#define COLL_UID_MAGIC 0x44494c43u /* "CLID" */
+#define COLL_UID_VERSION 1
+
+/* The decoded content of a coll_unique_id_t. */
+typedef struct coll_uid {
+    coll_addr_t root;
+    uint8_t secret[COLL_SECRET_BYTES];
+} coll_uid_t;
+
+void coll_uid_encode(const coll_uid_t *uid, coll_unique_id_t *id);
+coll_status_t coll_uid_decode(const coll_unique_id_t *id, coll_uid_t *uid);
+
+typedef struct coll_root coll_root_t;
+
+/* Start a root thread listening on `bind_addr` (port 0: any free port; the
+ * bound address is returned). It serves one job of init round `round`
+ * until every rank has its table, a rank fails, or `deadline_ns`. */
+coll_status_t coll_root_start(const coll_addr_t *bind_addr, const uint8_t *secret,
+                              uint32_t round, uint64_t deadline_ns, coll_root_t **root_p,
+                              coll_addr_t *bound_p);
+enum coll_root_release_mode {
+    COLL_ROOT_DETACH, /* let it serve on; it frees itself when done */
+    COLL_ROOT_JOIN,   /* wait for it to finish serving (the job formed) */
+    COLL_ROOT_CANCEL, /* tell connected ranks the job failed, then join */
+};
+void coll_root_release(coll_root_t *root, int mode);
+
+/* Join the job: send `mine` to the root, get every rank's info into
+ * table[nranks]. Retries while the root is not up yet; gives up at
+ * deadline_ns or when *abort_flag becomes non-zero. */
+coll_status_t coll_bootstrap_join(const coll_uid_t *uid, int nranks, int rank,
+                                  uint32_t round, const coll_peer_info_t *mine,
+                                  uint64_t deadline_ns, const int *abort_flag,
+                                  coll_peer_info_t *table);
+
+/* Blocking exact I/O with a deadline on a non-blocking socket: COLL_OK,
+ * COLL_ERR_TIMEOUT, COLL_ERR_ABORTED or COLL_ERR_PEER_FAILED (errno set). */
+coll_status_t coll_sock_io_deadline(int fd, void *buf, size_t len, int writing,
+                                    uint64_t deadline_ns, const int *abort_flag);
+
+#endif /* COLL_BOOTSTRAP_H */

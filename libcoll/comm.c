@@ -1,0 +1,648 @@
+/*
+ * comm.c: the communicator: creation (bootstrap, one transport per peer,
+ * connect), the progress engine and its wait loop with deadlines, errors
+ * that fail the communicator and tell every peer why, and the two ways a
+ * communicator ends (destroy, abort).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "log.h"
+#include "param.h"
+
+/* Every handle ever returned, so tombstones stay reachable (and are not
+ * reported as leaks) for the life of the process. */
+static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct coll_comm *handles;
+
+#define COLL_SLEEP_CAP_MS 100
+#define COLL_DESTROY_FLUSH_CAP_NS (10 * 1000000000ull)
+#define COLL_ABORT_WAIT_NS (5 * 1000000000ull)
+
+/* ---- errors ---------------------------------------------------------------- */
+
+static void comm_vrecord(struct coll_comm *comm, coll_status_t status, const char *fmt,
+                         va_list ap)
+{
+    char msg[COLL_ERRMSG_LEN];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    snprintf(comm->lasterr, sizeof(comm->lasterr), "rank %d: %s", comm->rank, msg);
+    coll_error_set_thread(comm->lasterr);
+    COLL_WARN(COLL_SUBSYS_INIT, "%s (%s)", comm->lasterr, coll_status_str(status));
+}
+
+coll_status_t coll_comm_error(struct coll_comm *comm, coll_status_t status, const char *fmt,
+                              ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    comm_vrecord(comm, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+static void comm_close_endpoints(struct coll_comm *comm, coll_status_t why, const char *reason)
+{
+    for (int r = 0; comm->peers && r < comm->nranks; r++)
+        if (comm->peers[r].ep)
+            comm->peers[r].ops->ep_close(comm->peers[r].ep, why, reason);
+}
+
+coll_status_t coll_comm_fail(struct coll_comm *comm, coll_status_t status, const char *fmt,
+                             ...)
+{
+    char reason[COLL_ERRMSG_LEN];
+    va_list ap;
+
+    if (comm->error != COLL_OK) /* the first failure is the one that matters */
+        return comm->error;
+    va_start(ap, fmt);
+    comm_vrecord(comm, status, fmt, ap);
+    va_end(ap);
+    comm->error = status;
+    snprintf(comm->errmsg, sizeof(comm->errmsg), "%s", comm->lasterr);
+    if (comm->state == COLL_COMM_LIVE)
+        comm->state = COLL_COMM_FAILED;
+    /* Peers learn why at once, with the original culprit in the text. */
+    snprintf(reason, sizeof(reason), "%s", comm->errmsg);
+    comm_close_endpoints(comm, status, reason);
+    if (comm->ev)
+        coll_evloop_wake(comm->ev);
+    return status;
+}
+
+/* Upcall from a transport: the link to `peer` broke. */
+static void comm_on_ep_failed(void *core, int peer, coll_status_t status, const char *msg)
+{
+    (void)peer;
+    coll_comm_fail(core, status, "%s", msg);
+}
+
+/* ---- entering and leaving ----------------------------------------------------- */
+
+coll_status_t coll_comm_enter(struct coll_comm *comm, const char *fn, int allow_failed)
+{
+    if (!comm)
+        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_COMM, "%s: communicator is NULL",
+                          fn);
+    if (comm->magic == COLL_COMM_MAGIC_DEAD) {
+        coll_status_t st = coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_COMM,
+                                      "%s: the communicator was destroyed or aborted", fn);
+        pthread_mutex_lock(&comm->lock);
+        snprintf(comm->lasterr, sizeof(comm->lasterr), "%s", coll_error_thread());
+        pthread_mutex_unlock(&comm->lock);
+        return st;
+    }
+    if (comm->magic != COLL_COMM_MAGIC_LIVE)
+        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_COMM,
+                          "%s: %p is not a libcoll communicator", fn, (void *)comm);
+    pthread_mutex_lock(&comm->lock);
+    if (comm->state == COLL_COMM_DEAD) {
+        pthread_mutex_unlock(&comm->lock);
+        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_COMM,
+                          "%s: the communicator was destroyed or aborted", fn);
+    }
+    if (comm->state == COLL_COMM_FAILED && !allow_failed) {
+        coll_status_t st = comm->error;
+        snprintf(comm->lasterr, sizeof(comm->lasterr), "%s", comm->errmsg);
+        coll_error_set_thread(comm->errmsg);
+        pthread_mutex_unlock(&comm->lock);
+        return st;
+    }
+    comm->active_calls++;
+    return COLL_OK;
+}
+
+void coll_comm_exit(struct coll_comm *comm)
+{
+    if (--comm->active_calls <= 1)
+        pthread_cond_broadcast(&comm->idle);
+    pthread_mutex_unlock(&comm->lock);
+}
+
+/* ---- progress and waiting ------------------------------------------------------ */
+
+void coll_comm_progress(struct coll_comm *comm)
+{
+    int progressed;
+    coll_evloop_dispatch(comm->ev);
+    for (int i = 0; i < comm->niface; i++)
+        comm->ifaces[i]->ops->iface_progress(comm->ifaces[i], &progressed);
+}
+
+static const char *peer_desc(struct coll_comm *comm, int peer)
+{
+    coll_tp_ep_t *ep = comm->peers ? comm->peers[peer].ep : NULL;
+    return ep ? ep->desc : "?";
+}
+
+static coll_status_t fail_stalled(struct coll_comm *comm, struct coll_request *r,
+                                  const char *what)
+{
+    char tag[32] = "";
+    if (r->tag >= 0)
+        snprintf(tag, sizeof(tag), ", tag %d", r->tag);
+    return coll_comm_fail(comm, COLL_ERR_TIMEOUT,
+                          "%s: no progress for %.1f s (COLL_TIMEOUT) %s %zu bytes %s %s%s; "
+                          "%zu of %zu bytes moved", what, (double)comm->timeout_ns * 1e-9,
+                          r->kind == COLL_REQ_SEND ? "sending" : "receiving", r->tp.len,
+                          r->kind == COLL_REQ_SEND ? "to" : "from",
+                          peer_desc(comm, r->peer), tag, r->tp.bytes_done, r->tp.len);
+}
+
+/* Look at every request once: count the pending ones, restart the stall
+ * clock of those that moved, and return one that stalled too long. */
+static int scan_requests(struct coll_comm *comm, int n, struct coll_request **reqs,
+                         struct coll_request **stalled_p)
+{
+    uint64_t now = coll_time_ns();
+    int pending = 0;
+
+    *stalled_p = NULL;
+    for (int i = 0; i < n; i++) {
+        struct coll_request *r = reqs[i];
+        if (!r || r->done)
+            continue;
+        pending++;
+        if (r->tp.bytes_done != r->seen_bytes) {
+            r->seen_bytes = r->tp.bytes_done;
+            r->stall_since_ns = now;
+        } else if (now - r->stall_since_ns > comm->timeout_ns) {
+            *stalled_p = r;
+        }
+    }
+    return pending;
+}
+
+static coll_status_t first_error(int n, struct coll_request **reqs)
+{
+    for (int i = 0; i < n; i++)
+        if (reqs[i] && reqs[i]->status < 0)
+            return reqs[i]->status;
+    return COLL_OK;
+}
+
+coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request **reqs,
+                             const char *what, int test_only)
+{
+    uint64_t start = coll_time_ns(), spin_until = start + comm->spin_ns;
+    struct coll_request *stalled;
+
+    for (int i = 0; i < n; i++) {
+        struct coll_request *r = reqs[i];
+        if (r && !r->done && (!test_only || r->stall_since_ns == 0)) {
+            r->seen_bytes = r->tp.bytes_done;
+            r->stall_since_ns = start;
+        }
+    }
+    for (;;) {
+        if (comm->state == COLL_COMM_LIVE || comm->state == COLL_COMM_INIT)
+            coll_comm_progress(comm);
+        if (scan_requests(comm, n, reqs, &stalled) == 0)
+            return first_error(n, reqs);
+        if (comm->state != COLL_COMM_LIVE && comm->state != COLL_COMM_INIT)
+            return comm->error != COLL_OK ? comm->error : COLL_ERR_ABORTED; /* not reached */
+        if (stalled) {
+            fail_stalled(comm, stalled, what);
+            continue; /* failing closed every endpoint: all requests are done */
+        }
+        if (test_only)
+            return COLL_INPROGRESS;
+        if (coll_time_ns() < spin_until)
+            continue;
+        comm->nsleepers++;
+        pthread_mutex_unlock(&comm->lock);
+        coll_evloop_sleep(comm->ev, COLL_SLEEP_CAP_MS);
+        pthread_mutex_lock(&comm->lock);
+        comm->nsleepers--;
+    }
+}
+
+/* ---- creation --------------------------------------------------------------------- */
+
+static coll_status_t check_init_args(const coll_init_args_t *a)
+{
+    if (a->nranks < 1 || a->nranks > COLL_WIRE_NRANKS_MAX)
+        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
+                          "init: nranks %d is out of range (1..%d)", a->nranks,
+                          COLL_WIRE_NRANKS_MAX);
+    if (a->rank < 0 || a->rank >= a->nranks)
+        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
+                          "init: rank %d is out of range (0..%d)", a->rank, a->nranks - 1);
+    if (a->config && a->config->size != sizeof(coll_config_t))
+        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
+                          "init: config.size is %zu, expected %zu (initialize the config "
+                          "with COLL_CONFIG_INITIALIZER)", a->config->size,
+                          sizeof(coll_config_t));
+    return COLL_OK;
+}
+
+static coll_status_t comm_alloc(const coll_init_args_t *a, struct coll_comm **comm_p)
+{
+    coll_status_t st;
+    struct coll_comm *comm = calloc(1, sizeof(*comm));
+
+    if (!comm)
+        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "cannot allocate a communicator");
+    comm->magic = COLL_COMM_MAGIC_LIVE;
+    pthread_mutex_init(&comm->lock, NULL);
+    pthread_cond_init(&comm->idle, NULL);
+    comm->state = COLL_COMM_INIT;
+    comm->rank = a->rank;
+    comm->nranks = a->nranks;
+    memcpy(comm->secret, a->uid.secret, COLL_SECRET_BYTES);
+    COLL_CHECK_GOTO(coll_param_duration_ns(COLL_PARAM_TIMEOUT, &comm->timeout_ns), st, err);
+    if (a->config && a->config->timeout_ms > 0)
+        comm->timeout_ns = (uint64_t)a->config->timeout_ms * 1000000ull;
+    COLL_CHECK_GOTO(coll_param_duration_ns(COLL_PARAM_POLL_SPIN, &comm->spin_ns), st, err);
+    COLL_CHECK_GOTO(coll_iface_select(&a->uid.root, &comm->local_addr, comm->ifname), st, err);
+    COLL_CHECK_GOTO(coll_evloop_create(&comm->ev), st, err);
+    comm->peers = calloc((size_t)a->nranks, sizeof(*comm->peers));
+    if (!comm->peers) {
+        st = coll_error(COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "cannot allocate %d peers",
+                        a->nranks);
+        goto err;
+    }
+    *comm_p = comm;
+    return COLL_OK;
+err:
+    coll_evloop_destroy(comm->ev);
+    free(comm);
+    return st;
+}
+
+/* Is transport `name` allowed by COLL_TRANSPORTS? */
+static int transport_allowed(const char *name)
+{
+    const char *list = coll_param_raw(COLL_PARAM_TRANSPORTS);
+    return list[0] == '\0' || coll_ifname_match(list, name);
+}
+
+static coll_status_t open_iface(struct coll_comm *comm, const coll_tp_ops_t *ops,
+                                const coll_tp_params_t *params)
+{
+    coll_tp_iface_t *iface;
+    COLL_CHECK(ops->iface_open(params, &iface));
+    iface->ops = ops;
+    comm->ifaces[comm->niface++] = iface;
+    return COLL_OK;
+}
+
+static coll_status_t open_ifaces(struct coll_comm *comm, uint64_t deadline_ns)
+{
+    int count;
+    const coll_tp_ops_t *const *reg = coll_tp_registry(&count);
+    coll_tp_params_t params = {
+        .rank = comm->rank,
+        .nranks = comm->nranks,
+        .secret = comm->secret,
+        .local_addr = &comm->local_addr,
+        .evloop = comm->ev,
+        .connect_deadline_ns = deadline_ns,
+        .core = comm,
+        .ep_failed = comm_on_ep_failed,
+    };
+
+    COLL_CHECK(coll_param_duration_ns(COLL_PARAM_HANDSHAKE_TIMEOUT, &params.handshake_timeout_ns));
+    COLL_CHECK(open_iface(comm, coll_tp_self_ops(), &params));
+    for (int i = 0; i < count && comm->niface < COLL_TP_MAX; i++)
+        if (transport_allowed(reg[i]->name))
+            COLL_CHECK(open_iface(comm, reg[i], &params));
+    if (comm->niface == 1 && comm->nranks > 1)
+        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
+                          "COLL_TRANSPORTS='%s' allows no transport (available: tcp)",
+                          coll_param_raw(COLL_PARAM_TRANSPORTS));
+    return COLL_OK;
+}
+
+static void describe_self(struct coll_comm *comm, coll_peer_info_t *me)
+{
+    memset(me, 0, sizeof(*me));
+    me->rank = (uint32_t)comm->rank;
+    me->pid = (uint32_t)getpid();
+    me->host_hash = coll_host_hash();
+    gethostname(me->hostname, sizeof(me->hostname) - 1);
+    for (int i = 1; i < comm->niface; i++)
+        comm->ifaces[i]->ops->iface_addr(comm->ifaces[i], &me->addrs[me->naddrs++]);
+}
+
+/* The first transport, in priority order, that can reach the peer. */
+static coll_status_t choose_transport(struct coll_comm *comm, int peer, coll_tp_iface_t **iface_p)
+{
+    const coll_peer_info_t *me = &comm->peers[comm->rank].info;
+    const coll_peer_info_t *pi = &comm->peers[peer].info;
+
+    if (peer == comm->rank) {
+        *iface_p = comm->ifaces[0];
+        return COLL_OK;
+    }
+    for (int i = 1; i < comm->niface; i++) {
+        int yes = 0;
+        COLL_CHECK(comm->ifaces[i]->ops->can_connect(comm->ifaces[i], me, pi, &yes));
+        if (yes) {
+            *iface_p = comm->ifaces[i];
+            return COLL_OK;
+        }
+    }
+    return coll_comm_error(comm, COLL_ERR_UNREACHABLE,
+                           "no allowed transport can reach rank %d on host %s (COLL_TRANSPORTS"
+                           "='%s')", peer, pi->hostname, coll_param_raw(COLL_PARAM_TRANSPORTS));
+}
+
+static coll_status_t create_endpoints(struct coll_comm *comm)
+{
+    for (int p = 0; p < comm->nranks; p++) {
+        coll_tp_iface_t *iface = NULL;
+        coll_peer_t *peer = &comm->peers[p];
+        COLL_CHECK(choose_transport(comm, p, &iface));
+        peer->ops = iface->ops;
+        /* The higher rank connects: each pair opens exactly one link. */
+        if (p <= comm->rank)
+            COLL_CHECK(iface->ops->ep_connect(iface, &peer->info, &peer->ep));
+        else
+            COLL_CHECK(iface->ops->ep_accept(iface, &peer->info, &peer->ep));
+        COLL_TRACE(COLL_SUBSYS_INIT, "rank %d: rank %d via %s", comm->rank, p, iface->ops->name);
+    }
+    return COLL_OK;
+}
+
+/* Ranks not yet connected, as "1,4,7", for the timeout message. */
+static void list_unready(struct coll_comm *comm, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int p = 0; p < comm->nranks && used + 16 < len; p++)
+        if (comm->peers[p].ops->ep_ready(comm->peers[p].ep) == COLL_INPROGRESS)
+            used += (size_t)snprintf(buf + used, len - used, "%s%d", used ? "," : "", p);
+}
+
+static coll_status_t connect_all(struct coll_comm *comm, uint64_t deadline_ns)
+{
+    for (;;) {
+        int pending = 0;
+        coll_comm_progress(comm);
+        if (comm->error != COLL_OK)
+            return comm->error;
+        for (int p = 0; p < comm->nranks; p++) {
+            coll_status_t st = comm->peers[p].ops->ep_ready(comm->peers[p].ep);
+            if (st == COLL_INPROGRESS)
+                pending++;
+            else if (st != COLL_OK)
+                return coll_comm_fail(comm, st, "connecting to %s failed", peer_desc(comm, p));
+        }
+        if (!pending)
+            return COLL_OK;
+        if (__atomic_load_n(&comm->abort_requested, __ATOMIC_ACQUIRE))
+            return coll_comm_fail(comm, COLL_ERR_ABORTED, "init aborted while connecting");
+        if (coll_time_ns() > deadline_ns) {
+            char missing[256];
+            list_unready(comm, missing, sizeof(missing));
+            return coll_comm_fail(comm, COLL_ERR_TIMEOUT, "init timed out connecting to "
+                                  "ranks %s (are they alive and reachable?)", missing);
+        }
+        coll_evloop_sleep(comm->ev, coll_ms_until(deadline_ns, COLL_SLEEP_CAP_MS));
+    }
+}
+
+/* Free everything but the handle itself. */
+static void comm_teardown(struct coll_comm *comm)
+{
+    for (int r = 0; comm->peers && r < comm->nranks; r++)
+        if (comm->peers[r].ep)
+            comm->peers[r].ops->ep_destroy(comm->peers[r].ep);
+    for (int i = comm->niface - 1; i >= 0; i--)
+        comm->ifaces[i]->ops->iface_close(comm->ifaces[i]);
+    comm->niface = 0;
+    free(comm->peers);
+    comm->peers = NULL;
+    coll_evloop_destroy(comm->ev);
+    comm->ev = NULL;
+    comm->state = COLL_COMM_DEAD;
+}
+
+static void register_handle(struct coll_comm *comm)
+{
+    pthread_mutex_lock(&handles_lock);
+    comm->next_handle = handles;
+    handles = comm;
+    pthread_mutex_unlock(&handles_lock);
+}
+
+static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_init_args_t *a,
+                                          uint64_t deadline_ns, struct coll_root **root)
+{
+    coll_peer_info_t me, *table = calloc((size_t)a->nranks, sizeof(*table));
+    coll_status_t st;
+
+    if (!table)
+        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "cannot allocate peer table");
+    describe_self(comm, &me);
+    st = coll_bootstrap_join(&a->uid, a->nranks, a->rank, a->round, &me, deadline_ns,
+                             &comm->abort_requested, table);
+    if (*root) { /* the job formed (or not): our root's work is over */
+        coll_root_release(*root, st == COLL_OK ? COLL_ROOT_JOIN : COLL_ROOT_CANCEL);
+        *root = NULL;
+    }
+    for (int p = 0; st == COLL_OK && p < a->nranks; p++)
+        comm->peers[p].info = table[p];
+    free(table);
+    COLL_CHECK(st);
+    COLL_CHECK(create_endpoints(comm));
+    return connect_all(comm, deadline_ns);
+}
+
+coll_status_t coll_comm_init_internal(const coll_init_args_t *a, struct coll_comm **comm_p)
+{
+    struct coll_comm *comm = NULL;
+    struct coll_root *root = a->root;
+    uint64_t t0 = coll_time_ns(), deadline_ns;
+    char addr[COLL_ADDRSTR_LEN];
+    coll_status_t st;
+
+    COLL_CHECK_GOTO(check_init_args(a), st, out);
+    COLL_CHECK_GOTO(comm_alloc(a, &comm), st, out);
+    deadline_ns = t0 + comm->timeout_ns;
+    COLL_CHECK_GOTO(open_ifaces(comm, deadline_ns), st, out);
+    COLL_CHECK_GOTO(exchange_and_connect(comm, a, deadline_ns, &root), st, out);
+    comm->state = COLL_COMM_LIVE;
+    register_handle(comm);
+    COLL_INFO(COLL_SUBSYS_INIT, "rank %d/%d: communicator %p ready in %.1f ms (%s; interface %s "
+              "%s)", a->rank, a->nranks, (void *)comm, (double)(coll_time_ns() - t0) * 1e-6,
+              a->how, comm->ifname, coll_addr_str(&comm->local_addr, addr));
+    *comm_p = comm;
+out:
+    if (root)
+        coll_root_release(root, COLL_ROOT_CANCEL);
+    if (st != COLL_OK && comm) {
+        comm_close_endpoints(comm, COLL_ERR_ABORTED, comm->error ? comm->errmsg : NULL);
+        comm_teardown(comm);
+        pthread_mutex_destroy(&comm->lock);
+        pthread_cond_destroy(&comm->idle);
+        free(comm);
+    }
+    return st;
+}
+
+coll_status_t coll_comm_init_rank_config(coll_comm_t *comm_p, int nranks,
+                                         const coll_unique_id_t *id, int rank,
+                                         const coll_config_t *config)
+{
+    coll_init_args_t a = {.nranks = nranks, .rank = rank, .config = config, .how = "unique id"};
+
+    if (!comm_p || !id)
+        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
+                          "coll_comm_init_rank: %s is NULL", comm_p ? "id" : "comm");
+    COLL_CHECK(coll_uid_decode(id, &a.uid));
+    return coll_comm_init_internal(&a, comm_p);
+}
+
+coll_status_t coll_comm_init_rank(coll_comm_t *comm_p, int nranks, coll_unique_id_t id, int rank)
+{
+    return coll_comm_init_rank_config(comm_p, nranks, &id, rank, NULL);
+}
+
+/* ---- the end ------------------------------------------------------------------------ */
+
+/* Graceful leave: goodbyes out, sends delivered (bounded wait). */
+static void comm_leave(struct coll_comm *comm)
+{
+    uint64_t cap = COLL_MIN(comm->timeout_ns, COLL_DESTROY_FLUSH_CAP_NS);
+    uint64_t deadline = coll_time_ns() + cap;
+
+    comm_close_endpoints(comm, COLL_OK, NULL);
+    while (coll_time_ns() < deadline && comm->state == COLL_COMM_LIVE) {
+        int busy = 0;
+        coll_comm_progress(comm);
+        for (int r = 0; r < comm->nranks; r++)
+            busy |= comm->peers[r].ops->ep_flush(comm->peers[r].ep) == COLL_INPROGRESS;
+        if (!busy)
+            return;
+        coll_evloop_sleep(comm->ev, 1);
+    }
+    if (comm->state == COLL_COMM_LIVE)
+        COLL_WARN(COLL_SUBSYS_INIT, "rank %d: destroy: some peers did not take our last "
+                  "messages within %.1f s", comm->rank, (double)cap * 1e-9);
+}
+
+coll_status_t coll_comm_destroy(coll_comm_t comm)
+{
+    coll_status_t st = coll_comm_enter(comm, "coll_comm_destroy", 1);
+
+    if (st != COLL_OK)
+        return st;
+    if (comm->active_calls > 1) {
+        st = coll_comm_error(comm, COLL_ERR_INVALID_USAGE, "coll_comm_destroy: another thread "
+                             "is inside a call on this communicator (use coll_comm_abort to "
+                             "interrupt it)");
+        coll_comm_exit(comm);
+        return st;
+    }
+    if (comm->state == COLL_COMM_LIVE)
+        comm_leave(comm);
+    comm_teardown(comm);
+    comm->magic = COLL_COMM_MAGIC_DEAD;
+    COLL_INFO(COLL_SUBSYS_INIT, "rank %d: communicator %p destroyed", comm->rank, (void *)comm);
+    coll_comm_exit(comm);
+    return COLL_OK;
+}
+
+coll_status_t coll_comm_abort(coll_comm_t comm)
+{
+    coll_status_t st;
+    uint64_t deadline;
+    struct timespec ts;
+
+    if (comm && comm->magic == COLL_COMM_MAGIC_LIVE)
+        __atomic_store_n(&comm->abort_requested, 1, __ATOMIC_RELEASE);
+    st = coll_comm_enter(comm, "coll_comm_abort", 1);
+    if (st != COLL_OK)
+        return st;
+    coll_comm_fail(comm, COLL_ERR_ABORTED, "the communicator was aborted (coll_comm_abort)");
+    /* Threads blocked in calls were woken by the failure; let them leave
+     * before the event loop they sleep in goes away. */
+    deadline = coll_time_ns() + COLL_ABORT_WAIT_NS;
+    while (comm->active_calls > 1 && coll_time_ns() < deadline) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 10000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        coll_evloop_wake(comm->ev);
+        pthread_cond_timedwait(&comm->idle, &comm->lock, &ts);
+    }
+    if (comm->active_calls > 1) {
+        COLL_WARN(COLL_SUBSYS_INIT, "rank %d: abort: %d calls did not return within 5 s; "
+                  "leaving their resources allocated", comm->rank, comm->active_calls - 1);
+        comm->state = COLL_COMM_DEAD;
+    } else {
+        comm_teardown(comm);
+    }
+    comm->magic = COLL_COMM_MAGIC_DEAD;
+    coll_comm_exit(comm);
+    return COLL_OK;
+}
+
+/* ---- queries ------------------------------------------------------------------------- */
+
+coll_status_t coll_comm_rank(coll_comm_t comm, int *rank)
+{
+    COLL_CHECK(coll_comm_enter(comm, "coll_comm_rank", 1));
+    if (rank)
+        *rank = comm->rank;
+    coll_comm_exit(comm);
+    return rank ? COLL_OK : coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
+                                       "coll_comm_rank: rank is NULL");
+}
+
+coll_status_t coll_comm_size(coll_comm_t comm, int *size)
+{
+    COLL_CHECK(coll_comm_enter(comm, "coll_comm_size", 1));
+    if (size)
+        *size = comm->nranks;
+    coll_comm_exit(comm);
+    return size ? COLL_OK : coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
+                                       "coll_comm_size: size is NULL");
+}
+
+coll_status_t coll_comm_get_error(coll_comm_t comm)
+{
+    coll_status_t st;
+    COLL_CHECK(coll_comm_enter(comm, "coll_comm_get_error", 1));
+    st = comm->error;
+    coll_comm_exit(comm);
+    return st;
+}
+
+coll_status_t coll_comm_set_timeout(coll_comm_t comm, int64_t timeout_ms)
+{
+    coll_status_t st;
+    COLL_CHECK(coll_comm_enter(comm, "coll_comm_set_timeout", 0));
+    if (timeout_ms <= 0) {
+        st = coll_comm_error(comm, COLL_ERR_INVALID_ARG,
+                             "coll_comm_set_timeout: %lld ms is not a positive duration",
+                             (long long)timeout_ms);
+    } else {
+        comm->timeout_ns = (uint64_t)timeout_ms * 1000000ull;
+        st = COLL_OK;
+    }
+    coll_comm_exit(comm);
+    return st;
+}
+
+const char *coll_get_last_error(coll_comm_t comm)
+{
+    static __thread char copy[COLL_ERRMSG_LEN];
+
+    if (!comm || (comm->magic != COLL_COMM_MAGIC_LIVE && comm->magic != COLL_COMM_MAGIC_DEAD))
+        return coll_error_thread();
+    pthread_mutex_lock(&comm->lock);
+    snprintf(copy, sizeof(copy), "%s", comm->lasterr);
+    pthread_mutex_unlock(&comm->lock);
+    return copy;
+}

@@ -1,0 +1,160 @@
+/*
+ * comm.h: the communicator object and the point-to-point layer that
+ * algorithms are written against (see algorithms/algorithms.h).
+ *
+ * Locking: every public call enters the communicator (comm_enter), which
+ * takes comm->lock and counts the call in comm->active_calls. The lock is
+ * released only while a waiting thread sleeps in the event loop, so all
+ * transport state is touched under it. A communicator handle is never
+ * freed: after destroy or abort it stays as a small tombstone whose magic
+ * says DEAD, so a late call gets COLL_ERR_INVALID_COMM instead of a crash,
+ * and a request that outlives its communicator can still be completed.
+ */
+#ifndef COLL_COMM_H
+#define COLL_COMM_H
+
+#include <pthread.h>
+
+#include "bootstrap.h"
+#include "error.h"
+#include "transport.h"
+
+#define COLL_COMM_MAGIC_LIVE 0x4c4c4f43434f4d4dull /* "MMOCCOLL" */
+#define COLL_COMM_MAGIC_DEAD 0x444145444d4d4f43ull
+
+enum coll_comm_state {
+    COLL_COMM_INIT,   /* being built by init */
+    COLL_COMM_LIVE,
+    COLL_COMM_FAILED, /* a fatal error: every call returns comm->error */
+    COLL_COMM_DEAD,   /* destroyed or aborted: resources freed */
+};
+
+/* Wire tags: 4 bits of context, 28 bits of sequence, 32 bits of tag, so
+ * that user messages, collectives and internal traffic never match each
+ * other, and concurrent collectives differ by sequence number. */
+enum coll_tag_ctx {
+    COLL_TAG_USER = 0,
+    COLL_TAG_COLL = 1,
+    COLL_TAG_INTERNAL = 2,
+};
+
+static inline uint64_t coll_tag_make(unsigned ctx, uint32_t seq, uint32_t tag)
+{
+    return (uint64_t)ctx << 60 | (uint64_t)(seq & 0x0fffffffu) << 32 | tag;
+}
+
+typedef struct coll_peer {
+    coll_peer_info_t info;
+    const coll_tp_ops_t *ops;
+    coll_tp_ep_t *ep;
+} coll_peer_t;
+
+struct coll_comm {
+    uint64_t magic;
+    struct coll_comm *next_handle; /* every handle ever returned (tombstones) */
+    pthread_mutex_t lock;
+    pthread_cond_t idle;           /* active_calls dropped (abort waits on it) */
+    int active_calls;
+    int abort_requested;           /* atomic */
+    int state;
+
+    int rank;
+    int nranks;
+    uint8_t secret[COLL_SECRET_BYTES];
+    uint64_t timeout_ns;
+    uint64_t spin_ns;
+    coll_addr_t local_addr;        /* interface in use; split roots bind here */
+    char ifname[32];
+    coll_evloop_t *ev;
+    coll_tp_iface_t *ifaces[COLL_TP_MAX]; /* [0] is self */
+    int niface;
+    coll_peer_t *peers;            /* [nranks] */
+
+    int nsleepers;                 /* threads asleep in the event loop */
+    uint32_t coll_seq;             /* collectives started */
+    uint32_t split_seq;
+
+    coll_status_t error;           /* the fatal error, COLL_OK if none */
+    char errmsg[COLL_ERRMSG_LEN];  /* its message */
+    char lasterr[COLL_ERRMSG_LEN]; /* last error of any kind on this comm */
+};
+
+enum coll_req_kind {
+    COLL_REQ_SEND = 1,
+    COLL_REQ_RECV = 2,
+};
+
+#define COLL_REQ_MAGIC 0x5245515545535421ull
+
+struct coll_request {
+    coll_tp_req_t tp;       /* first: the transport hands this back */
+    uint64_t magic;
+    struct coll_comm *comm;
+    int kind;
+    int peer;
+    int tag;                /* user tag, or -1 for internal traffic */
+    int done;
+    coll_status_t status;
+    size_t seen_bytes;      /* tp.bytes_done when last looked at */
+    uint64_t stall_since_ns;
+};
+
+/* ---- creation ----------------------------------------------------------- */
+
+struct coll_root;
+
+typedef struct coll_init_args {
+    int nranks;
+    int rank;
+    coll_uid_t uid;
+    uint32_t round;                /* bootstrap round (init_env calls) */
+    const coll_config_t *config;   /* may be NULL */
+    struct coll_root *root;        /* a root this process runs for the job */
+    const char *how;               /* "unique id", "torchrun", ... for logs */
+} coll_init_args_t;
+
+/* Build a communicator: bootstrap, choose a transport per peer, connect.
+ * Releases args->root (joins it, or cancels it on failure). */
+coll_status_t coll_comm_init_internal(const coll_init_args_t *args, struct coll_comm **comm_p);
+
+/* ---- entering and leaving (public API wrappers) ------------------------ */
+
+/* Validate `comm`, lock it and count the call. With allow_failed, a failed
+ * communicator may be entered (destroy, abort); otherwise its error is
+ * returned at once. `fn` names the API function in messages. */
+coll_status_t coll_comm_enter(struct coll_comm *comm, const char *fn, int allow_failed);
+void coll_comm_exit(struct coll_comm *comm);
+
+/* ---- errors ------------------------------------------------------------- */
+
+/* A non-fatal error on this communicator: message prefixed with the rank,
+ * stored as its last error, logged once. Returns status. */
+coll_status_t coll_comm_error(struct coll_comm *comm, coll_status_t status,
+                              const char *fmt, ...) COLL_PRINTF(3, 4);
+/* A fatal error: as above, and the communicator fails: every endpoint is
+ * closed with an abort notice carrying the message, pending requests fail,
+ * later calls fail fast. Only the first fatal error is kept. */
+coll_status_t coll_comm_fail(struct coll_comm *comm, coll_status_t status,
+                             const char *fmt, ...) COLL_PRINTF(3, 4);
+
+/* ---- point-to-point for algorithms and internal use (lock held) -------- */
+
+/* Post a send/receive of `bytes` bytes with a wire tag (coll_tag_make). */
+coll_status_t coll_p2p_isend(struct coll_comm *comm, const void *buf, size_t bytes,
+                             int peer, uint64_t tag, struct coll_request **req_p);
+coll_status_t coll_p2p_irecv(struct coll_comm *comm, void *buf, size_t bytes, int peer,
+                             uint64_t tag, struct coll_request **req_p);
+/* Wait for all `n` requests (NULL entries skipped), then free them and
+ * clear the array. `what` names the operation in timeout messages. */
+coll_status_t coll_p2p_waitall(struct coll_comm *comm, int n, struct coll_request **reqs,
+                               const char *what);
+
+/* One non-blocking pass of the progress engine. */
+void coll_comm_progress(struct coll_comm *comm);
+/* Wait until every request in reqs is done, or the deadline. test_only:
+ * a single pass, COLL_INPROGRESS if not all are done. */
+coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request **reqs,
+                             const char *what, int test_only);
+void coll_request_free(struct coll_request *req);
+
+#endif /* COLL_COMM_H */

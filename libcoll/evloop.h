@@ -1,0 +1,46 @@
+/*
+ * evloop.h: one epoll set per communicator. Transports register their
+ * sockets with a handler; the core's wait loop polls it without blocking
+ * while it spins, then sleeps in it. A wake eventfd lets another thread
+ * (coll_comm_abort) interrupt a sleeping waiter.
+ */
+#ifndef COLL_EVLOOP_H
+#define COLL_EVLOOP_H
+
+#include <stdint.h>
+
+#include "util.h"
+
+typedef void (*coll_ev_handler_t)(void *arg, uint32_t events);
+
+/* Registration record, owned by the registrant. A handler may unregister
+ * and free its own source, but must only unregister (never free) others:
+ * their events may still be pending in the batch being dispatched. */
+typedef struct coll_ev_source {
+    int fd;
+    uint32_t events;
+    coll_ev_handler_t handler;
+    void *arg;
+} coll_ev_source_t;
+
+typedef struct coll_evloop coll_evloop_t;
+
+coll_status_t coll_evloop_create(coll_evloop_t **ev_p);
+void coll_evloop_destroy(coll_evloop_t *ev);
+
+coll_status_t coll_evloop_add(coll_evloop_t *ev, coll_ev_source_t *src, int fd,
+                              uint32_t events, coll_ev_handler_t handler, void *arg);
+/* Change the events of a registered source; no-op when unchanged. */
+coll_status_t coll_evloop_mod(coll_evloop_t *ev, coll_ev_source_t *src, uint32_t events);
+void coll_evloop_del(coll_evloop_t *ev, coll_ev_source_t *src);
+
+/* Dispatch ready events without blocking; returns how many were handled. */
+int coll_evloop_dispatch(coll_evloop_t *ev);
+/* Block until some source is ready, the loop is woken, or timeout_ms passes.
+ * Dispatches nothing: call coll_evloop_dispatch afterwards (under the lock
+ * that protects the handlers' state). */
+void coll_evloop_sleep(coll_evloop_t *ev, int timeout_ms);
+/* Wake a thread sleeping in coll_evloop_sleep (async-signal-safe). */
+void coll_evloop_wake(coll_evloop_t *ev);
+
+#endif /* COLL_EVLOOP_H */

@@ -1,0 +1,102 @@
+/*
+ * param.h: every COLL_* environment variable, declared once with its type,
+ * default and help text. `collinfo --params` prints this table and the test
+ * suite checks that docs/env.md lists every entry.
+ *
+ * Values are read when they are needed (a communicator reads its settings
+ * at init), so a program may change them between communicators.
+ */
+#ifndef COLL_PARAM_H
+#define COLL_PARAM_H
+
+#include "util.h"
+
+typedef enum coll_param_type {
+    COLL_PARAM_STR,
+    COLL_PARAM_INT,
+    COLL_PARAM_BOOL,
+    COLL_PARAM_DURATION, /* "300", "300s", "1500ms", "5m"; plain numbers are seconds */
+    COLL_PARAM_SIZE,     /* "65536", "64K", "4M", "1G" (powers of 1024) */
+} coll_param_type_t;
+
+/* X(id, type, default, help). The variable name is "COLL_" #id. */
+#define COLL_PARAM_TABLE(X)                                                              \
+    X(DEBUG, COLL_PARAM_STR, "WARN",                                                     \
+      "Log level: NONE, WARN, INFO or TRACE (VERSION prints the version once at init)")  \
+    X(DEBUG_SUBSYS, COLL_PARAM_STR, "ALL",                                               \
+      "Subsystems to log, comma separated: INIT, BOOT, NET, P2P, ALGO, COLL, ENV, ALL; " \
+      "a leading ^ excludes the listed ones")                                            \
+    X(DEBUG_FILE, COLL_PARAM_STR, "",                                                    \
+      "Write the log to this file instead of stderr; %h is the host name, %p the pid")   \
+    X(TIMEOUT, COLL_PARAM_DURATION, "300s",                                              \
+      "Deadline of every wait: an operation with no progress for this long fails "       \
+      "with COLL_ERR_TIMEOUT and names the peer")                                        \
+    X(HANDSHAKE_TIMEOUT, COLL_PARAM_DURATION, "800ms",                                   \
+      "Time an incoming connection gets to prove it belongs to the job before it is "    \
+      "dropped")                                                                         \
+    X(SOCKET_IFNAME, COLL_PARAM_STR, "",                                                 \
+      "Network interfaces to use, as NCCL_SOCKET_IFNAME: comma separated prefixes, "    \
+      "^ to exclude, = for exact names (e.g. eth0, ^docker,lo, =ib0)")                   \
+    X(SOCKET_FAMILY, COLL_PARAM_STR, "",                                                 \
+      "Address family for sockets: AF_INET or AF_INET6 (empty: either, IPv4 first)")     \
+    X(TRANSPORTS, COLL_PARAM_STR, "",                                                    \
+      "Transports allowed between distinct ranks, comma separated, in priority order "   \
+      "(available: tcp); empty means all")                                               \
+    X(TCP_EAGER_LIMIT, COLL_PARAM_SIZE, "64K",                                           \
+      "TCP messages up to this size are sent at once; larger ones wait for the "         \
+      "receiver (rendezvous) so that no large buffer is allocated on the receiver")      \
+    X(POLL_SPIN, COLL_PARAM_DURATION, "20us",                                            \
+      "How long a waiting thread polls before it sleeps in the kernel")                  \
+    X(UNIQUE_ID, COLL_PARAM_STR, "",                                                     \
+      "Unique id in hex (coll_unique_id_to_str) for coll_comm_init_env; with "           \
+      "COLL_RANK and COLL_NRANKS")                                                       \
+    X(RANK, COLL_PARAM_STR, "", "Rank of this process for coll_comm_init_env")           \
+    X(NRANKS, COLL_PARAM_STR, "", "Number of ranks for coll_comm_init_env")              \
+    X(LOCAL_RANK, COLL_PARAM_STR, "", "Rank of this process among those on its host")   \
+    X(LOCAL_SIZE, COLL_PARAM_STR, "", "Number of ranks on this host")                    \
+    X(MASTER_ADDR, COLL_PARAM_STR, "",                                                   \
+      "Host of rank 0, where the bootstrap root listens (overrides MASTER_ADDR and "     \
+      "the Slurm node list)")                                                            \
+    X(MASTER_PORT, COLL_PARAM_STR, "",                                                   \
+      "Port of the bootstrap root on the master host (overrides MASTER_PORT; set it "   \
+      "under torchrun, whose own store holds MASTER_PORT)")                              \
+    X(SECRET, COLL_PARAM_STR, "",                                                        \
+      "Job secret in hex (at least 32 hex digits) for coll_comm_init_env; without it "   \
+      "the secret is derived from the job's identity, which keeps jobs apart but is "    \
+      "not secret")
+
+typedef enum coll_param_id {
+#define COLL_PARAM_ENUM(id, type, def, help) COLL_PARAM_##id,
+    COLL_PARAM_TABLE(COLL_PARAM_ENUM)
+#undef COLL_PARAM_ENUM
+    COLL_PARAM_COUNT
+} coll_param_id_t;
+
+typedef struct coll_param_info {
+    const char *name; /* "COLL_TIMEOUT" */
+    coll_param_type_t type;
+    const char *default_value;
+    const char *help;
+} coll_param_info_t;
+
+const coll_param_info_t *coll_param_info(coll_param_id_t id);
+
+/* The raw value: the environment's, else the default. Never NULL. */
+const char *coll_param_raw(coll_param_id_t id);
+/* 1 when the variable is set in the environment (even to ""). */
+int coll_param_is_set(coll_param_id_t id);
+
+/* Typed getters: a malformed value is an error naming the variable. */
+coll_status_t coll_param_int(coll_param_id_t id, int64_t *value_p);
+coll_status_t coll_param_bool(coll_param_id_t id, int *value_p);
+coll_status_t coll_param_duration_ns(coll_param_id_t id, uint64_t *value_p);
+coll_status_t coll_param_size(coll_param_id_t id, size_t *value_p);
+
+/* Parsers, exposed for tests and fuzzing. Return 0 on success, -1 when
+ * `text` is not a well-formed value of that kind. */
+int coll_parse_int(const char *text, int64_t *value_p);
+int coll_parse_bool(const char *text, int *value_p);
+int coll_parse_duration_ns(const char *text, uint64_t *value_p);
+int coll_parse_size(const char *text, size_t *value_p);
+
+#endif /* COLL_PARAM_H */

@@ -1,0 +1,141 @@
+/*
+ * harness.c: fork ranks, give them a unique id, reap them with a deadline.
+ * The id is created after the fork so that no rank inherits the root
+ * thread (a forked child only has the forking thread).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "harness.h"
+
+double harness_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *harness_build_dir(void)
+{
+    const char *b = getenv("COLL_TEST_BUILD");
+    return b && b[0] ? b : "build";
+}
+
+static void rank_main(int rank, int nranks, int fd, harness_rank_fn fn, void *arg)
+{
+    coll_unique_id_t id;
+    size_t off = 0;
+
+    while (off < sizeof(id)) {
+        ssize_t n = read(fd, (char *)&id + off, sizeof(id) - off);
+        if (n <= 0)
+            _exit(3); /* the test process died before sending the id */
+        off += (size_t)n;
+    }
+    close(fd);
+    _exit(fn(rank, nranks, &id, arg) == 0 ? 0 : 1);
+}
+
+void harness_spawn(int nranks, harness_rank_fn fn, void *arg, pid_t *pids)
+{
+    int fds[HARNESS_MAX_RANKS][2];
+    coll_unique_id_t id;
+
+    ck_assert_int_le(nranks, HARNESS_MAX_RANKS);
+    fflush(NULL);
+    for (int r = 0; r < nranks; r++) {
+        ck_assert_int_eq(pipe(fds[r]), 0);
+        pids[r] = fork();
+        ck_assert_int_ge(pids[r], 0);
+        if (pids[r] == 0) {
+            for (int q = 0; q <= r; q++) /* write ends: the parent's only */
+                close(fds[q][1]);
+            rank_main(r, nranks, fds[r][0], fn, arg);
+        }
+        close(fds[r][0]);
+    }
+    ck_assert_msg(coll_get_unique_id(&id) == COLL_OK, "coll_get_unique_id: %s",
+                  coll_get_last_error(NULL));
+    for (int r = 0; r < nranks; r++) {
+        ck_assert_int_eq(write(fds[r][1], &id, sizeof(id)), (ssize_t)sizeof(id));
+        close(fds[r][1]);
+    }
+}
+
+int harness_wait(int nranks, const pid_t *pids, int timeout_s, int *statuses)
+{
+    double deadline = harness_now() + timeout_s;
+    int left = 0, failed = 0;
+    int done[HARNESS_MAX_RANKS] = {0};
+
+    for (int r = 0; r < nranks; r++) {
+        statuses[r] = 0;
+        if (pids[r] > 0)
+            left++;
+        else
+            done[r] = 1;
+    }
+    while (left > 0 && harness_now() < deadline) {
+        for (int r = 0; r < nranks; r++) {
+            int st;
+            if (done[r] || waitpid(pids[r], &st, WNOHANG) != pids[r])
+                continue;
+            done[r] = 1;
+            statuses[r] = st;
+            left--;
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+                continue;
+            failed++;
+            if (WIFSIGNALED(st))
+                fprintf(stderr, "harness: rank %d (pid %d) killed by signal %d\n", r,
+                        (int)pids[r], WTERMSIG(st));
+            else
+                fprintf(stderr, "harness: rank %d (pid %d) exited with status %d\n", r,
+                        (int)pids[r], WEXITSTATUS(st));
+        }
+        struct timespec ts = {0, 5 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    for (int r = 0; r < nranks; r++) {
+        if (done[r])
+            continue;
+        fprintf(stderr, "harness: rank %d (pid %d) still running after %d s: killed\n", r,
+                (int)pids[r], timeout_s);
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], NULL, 0);
+        statuses[r] = -1;
+        failed++;
+    }
+    return failed;
+}
+
+int harness_run(int nranks, harness_rank_fn fn, void *arg, int timeout_s)
+{
+    pid_t pids[HARNESS_MAX_RANKS];
+    int statuses[HARNESS_MAX_RANKS];
+    harness_spawn(nranks, fn, arg, pids);
+    return harness_wait(nranks, pids, timeout_s, statuses);
+}
+
+coll_comm_t harness_init(int rank, int nranks, const coll_unique_id_t *id)
+{
+    coll_comm_t comm = NULL;
+    RANK_OK(coll_comm_init_rank(&comm, nranks, *id, rank));
+    return comm;
+}
+
+int harness_main(Suite *suite)
+{
+    SRunner *sr = srunner_create(suite);
+    int failed;
+
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,67 @@
+/*
+ * harness.h: running real multi-process jobs inside Check tests. A test
+ * forks N rank processes, hands them one unique id over pipes, and
+ * collects their exit statuses; a rank reports failure by exiting
+ * non-zero (RANK_CHECK prints why). Every wait has a deadline: a rank
+ * still alive at the deadline is killed and counted as failed.
+ */
+#ifndef COLL_TEST_HARNESS_H
+#define COLL_TEST_HARNESS_H
+
+#include <check.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "coll.h"
+
+#define HARNESS_MAX_RANKS 64
+
+/* The body of one rank: 0 on success. */
+typedef int (*harness_rank_fn)(int rank, int nranks, const coll_unique_id_t *id, void *arg);
+
+/* Fork `nranks` ranks running fn, give them a fresh unique id, wait up to
+ * timeout_s. Returns how many ranks failed (non-zero exit, signal, or
+ * still running at the deadline). */
+int harness_run(int nranks, harness_rank_fn fn, void *arg, int timeout_s);
+
+/* The same in two steps, for tests that act on running ranks (kill one). */
+void harness_spawn(int nranks, harness_rank_fn fn, void *arg, pid_t *pids);
+/* Wait for every pid (0 entries skipped) until the deadline, killing the
+ * rest then. statuses[i] gets the waitpid status, or -1 if killed at the
+ * deadline. Returns how many did not exit with status 0. */
+int harness_wait(int nranks, const pid_t *pids, int timeout_s, int *statuses);
+
+/* Init a communicator for a rank (exits the rank on failure). */
+coll_comm_t harness_init(int rank, int nranks, const coll_unique_id_t *id);
+
+/* Directory with the built binaries (COLL_TEST_BUILD, default "build"). */
+const char *harness_build_dir(void);
+
+/* Seconds since an arbitrary point (monotonic). */
+double harness_now(void);
+
+/* Fail the rank with a message unless cond holds. */
+#define RANK_CHECK(cond, ...)                                                          \
+    do {                                                                               \
+        if (!(cond)) {                                                                 \
+            fprintf(stderr, "[pid %d] check failed at %s:%d: %s: ", (int)getpid(),     \
+                    __FILE__, __LINE__, #cond);                                        \
+            fprintf(stderr, __VA_ARGS__);                                              \
+            fprintf(stderr, "\n");                                                     \
+            _exit(1);                                                                  \
+        }                                                                              \
+    } while (0)
+
+/* Fail the rank unless a libcoll call returns COLL_OK. */
+#define RANK_OK(call)                                                                  \
+    do {                                                                               \
+        coll_status_t rank_ok_st_ = (call);                                            \
+        RANK_CHECK(rank_ok_st_ == COLL_OK, "%s -> %s: %s", #call,                      \
+                   coll_status_str(rank_ok_st_), coll_get_last_error(NULL));           \
+    } while (0)
+
+/* A Check suite runner shared by every test program. */
+int harness_main(Suite *suite);
+
+#endif /* COLL_TEST_HARNESS_H */

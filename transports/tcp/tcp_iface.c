@@ -1,0 +1,220 @@
+/*
+ * tcp_iface.c: the TCP transport's per-communicator object: the listening
+ * socket, the handshakes of accepted connections, and the ops table.
+ * A connection that fails its handshake (a port scanner, an HTTP client,
+ * random bytes, another job) is dropped and logged once; it never reaches
+ * an endpoint.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "log.h"
+#include "param.h"
+#include "tcp.h"
+
+static void pending_free(tcp_pending_t *p)
+{
+    coll_evloop_del(p->iface->super.params.evloop, &p->src);
+    if (p->fd >= 0)
+        close(p->fd);
+    coll_list_del(&p->link);
+    free(p);
+}
+
+static uint32_t tcp_validate_hello(void *arg, const coll_hello_t *h)
+{
+    tcp_iface_t *iface = arg;
+    const coll_tp_params_t *pr = &iface->super.params;
+
+    if (h->nranks != (uint32_t)pr->nranks)
+        return COLL_VERDICT_NRANKS;
+    if (h->dst_rank != (uint32_t)pr->rank || h->src_rank >= (uint32_t)pr->nranks)
+        return COLL_VERDICT_RANK;
+    tcp_ep_t *ep = iface->eps[h->src_rank];
+    if (!ep || ep->state != TCP_EP_WAIT_ACCEPT || h->round != 0)
+        return COLL_VERDICT_RANK;
+    return COLL_VERDICT_OK;
+}
+
+static void pending_step(tcp_pending_t *p)
+{
+    coll_status_t st = coll_hs_progress(&p->hs);
+
+    if (st == COLL_INPROGRESS) {
+        coll_evloop_mod(p->iface->super.params.evloop, &p->src, coll_hs_events(&p->hs));
+        return;
+    }
+    if (st == COLL_OK) {
+        tcp_ep_t *ep = p->iface->eps[p->hs.hello_fields.src_rank];
+        int fd = p->fd;
+        coll_evloop_del(p->iface->super.params.evloop, &p->src); /* the endpoint takes it */
+        p->fd = -1;
+        tcp_ep_attach(ep, fd, p->hs.peer);
+    } else {
+        COLL_WARN(COLL_SUBSYS_NET, "rank %d: tcp: dropped connection from %s: %s",
+                  p->iface->super.params.rank, p->hs.peer, p->hs.errmsg);
+    }
+    pending_free(p);
+}
+
+static void pending_handler(void *arg, uint32_t events)
+{
+    (void)events;
+    pending_step(arg);
+}
+
+static void listen_handler(void *arg, uint32_t events)
+{
+    tcp_iface_t *iface = arg;
+    const coll_tp_params_t *pr = &iface->super.params;
+    (void)events;
+
+    for (;;) {
+        coll_addr_t peer;
+        int fd = coll_sock_accept(iface->listen_fd, &peer);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                COLL_WARN(COLL_SUBSYS_NET, "rank %d: tcp: accept failed: %s", pr->rank,
+                          strerror(errno));
+            return;
+        }
+        tcp_pending_t *p = calloc(1, sizeof(*p));
+        if (!p) {
+            close(fd);
+            return;
+        }
+        p->iface = iface;
+        p->fd = fd;
+        coll_list_push_back(&iface->pending, &p->link);
+        coll_hs_server_start(&p->hs, fd, &peer, COLL_CONN_TCP, pr->secret,
+                             coll_time_ns() + pr->handshake_timeout_ns, tcp_validate_hello,
+                             iface);
+        if (coll_evloop_add(pr->evloop, &p->src, fd, EPOLLOUT, pending_handler, p) != COLL_OK) {
+            pending_free(p);
+            continue;
+        }
+        pending_step(p);
+    }
+}
+
+static coll_status_t tcp_iface_open(const coll_tp_params_t *params, coll_tp_iface_t **iface_p)
+{
+    coll_status_t st;
+    tcp_iface_t *iface = calloc(1, sizeof(*iface));
+
+    if (!iface)
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "cannot allocate tcp iface");
+    iface->super.params = *params;
+    iface->listen_fd = -1;
+    coll_list_init(&iface->pending);
+    COLL_CHECK_GOTO(coll_param_size(COLL_PARAM_TCP_EAGER_LIMIT, &iface->eager_limit), st, err);
+    if (iface->eager_limit > TCP_EAGER_MAX)
+        iface->eager_limit = TCP_EAGER_MAX;
+    iface->eps = calloc((size_t)params->nranks, sizeof(*iface->eps));
+    if (!iface->eps) {
+        st = coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "cannot allocate tcp endpoints");
+        goto err;
+    }
+    COLL_CHECK_GOTO(coll_sock_listen(params->local_addr, 0, &iface->listen_fd, &iface->addr),
+                    st, err);
+    COLL_CHECK_GOTO(coll_evloop_add(params->evloop, &iface->listen_src, iface->listen_fd,
+                                    EPOLLIN, listen_handler, iface),
+                    st, err);
+    *iface_p = &iface->super;
+    return COLL_OK;
+err:
+    if (iface->listen_fd >= 0)
+        close(iface->listen_fd);
+    free(iface->eps);
+    free(iface);
+    return st;
+}
+
+static coll_status_t tcp_iface_close(coll_tp_iface_t *tiface)
+{
+    tcp_iface_t *iface = (tcp_iface_t *)tiface;
+
+    while (!coll_list_empty(&iface->pending))
+        pending_free(coll_list_first(&iface->pending, tcp_pending_t, link));
+    coll_evloop_del(tiface->params.evloop, &iface->listen_src);
+    if (iface->listen_fd >= 0)
+        close(iface->listen_fd);
+    free(iface->eps);
+    free(iface);
+    return COLL_OK;
+}
+
+static coll_status_t tcp_iface_addr(coll_tp_iface_t *tiface, coll_tp_addr_t *addr_p)
+{
+    tcp_iface_t *iface = (tcp_iface_t *)tiface;
+    memset(addr_p, 0, sizeof(*addr_p));
+    addr_p->tp_id = COLL_TP_TCP;
+    addr_p->len = COLL_WIRE_ADDR_BYTES;
+    coll_addr_to_wire(&iface->addr, addr_p->data);
+    return COLL_OK;
+}
+
+static coll_status_t tcp_iface_query(coll_tp_iface_t *tiface, coll_tp_perf_t *perf_p)
+{
+    (void)tiface;
+    /* Loopback figures of the development machine (docs/performance.md);
+     * the algorithm layer refines them by measurement. */
+    perf_p->latency_s = 12e-6;
+    perf_p->bandwidth_Bps = 3e9;
+    perf_p->overhead_s = 2e-6;
+    return COLL_OK;
+}
+
+/* Timers: strangers that stay silent, and connections to retry. */
+static coll_status_t tcp_iface_progress(coll_tp_iface_t *tiface, int *progressed_p)
+{
+    tcp_iface_t *iface = (tcp_iface_t *)tiface;
+    coll_list_t *pos, *tmp;
+
+    *progressed_p = 0;
+    coll_list_for_each_safe(pos, tmp, &iface->pending) {
+        tcp_pending_t *p = coll_container_of(pos, tcp_pending_t, link);
+        if (coll_time_ns() > p->hs.deadline_ns)
+            pending_step(p);
+    }
+    if (iface->nretry > 0) {
+        for (int r = 0; r < tiface->params.nranks; r++)
+            if (iface->eps[r] && iface->eps[r]->state == TCP_EP_RETRY)
+                tcp_ep_retry_due(iface->eps[r]);
+    }
+    return COLL_OK;
+}
+
+static coll_status_t tcp_can_connect(coll_tp_iface_t *tiface, const coll_peer_info_t *self,
+                                     const coll_peer_info_t *peer, int *yes_p)
+{
+    (void)tiface;
+    (void)self;
+    *yes_p = coll_peer_info_addr(peer, COLL_TP_TCP) != NULL;
+    return COLL_OK;
+}
+
+const coll_tp_ops_t coll_tp_tcp_ops = {
+    .size = sizeof(coll_tp_ops_t),
+    .name = "tcp",
+    .id = COLL_TP_TCP,
+    .mem_kinds = COLL_MEM_BIT(COLL_MEM_HOST),
+    .iface_open = tcp_iface_open,
+    .iface_close = tcp_iface_close,
+    .iface_addr = tcp_iface_addr,
+    .iface_query = tcp_iface_query,
+    .iface_progress = tcp_iface_progress,
+    .can_connect = tcp_can_connect,
+    .ep_connect = tcp_ep_connect,
+    .ep_accept = tcp_ep_accept,
+    .ep_ready = tcp_ep_ready,
+    .ep_isend = tcp_ep_isend,
+    .ep_irecv = tcp_ep_irecv,
+    .ep_flush = tcp_ep_flush,
+    .ep_close = tcp_ep_close,
+    .ep_destroy = tcp_ep_destroy,
+};

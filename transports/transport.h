@@ -1,0 +1,180 @@
+/*
+ * transport.h: the one interface every transport implements (TCP now;
+ * shared memory, libfabric, verbs and CUDA IPC later) and the only one the
+ * core uses to move bytes. Transports never see algorithms or collectives.
+ *
+ * Per communicator the core opens one iface per transport (iface_open:
+ * the transport's "listen"), publishes each iface's address through the
+ * bootstrap, and then, for every peer, asks the transports in priority
+ * order whether they can reach it (can_connect, NCCL style: "no" is a
+ * successful answer). The first that says yes gets an endpoint: ep_connect
+ * on the side of the higher rank, ep_accept on the lower. Both are
+ * non-blocking; ep_ready says when the endpoint is usable.
+ *
+ * Messages are tagged, reliable and ordered per (endpoint, tag); matching
+ * is done by the transport (transports/util/match.h helps), so that
+ * libfabric can use its native tag matching. A request is owned by the
+ * transport from ep_isend/ep_irecv until it calls req->complete; progress
+ * happens in handlers registered on the communicator's event loop and in
+ * iface_progress, both called by the core's wait loop ("test" is
+ * progress plus the completion flag the callback sets).
+ *
+ * Tables follow libfabric's rules: `size` first so the struct can grow,
+ * designated initializers, and no NULL slots (unsupported operations
+ * return COLL_ERR_UNSUPPORTED).
+ */
+#ifndef COLL_TRANSPORT_H
+#define COLL_TRANSPORT_H
+
+#include "evloop.h"
+#include "net.h"
+#include "util.h"
+#include "wire.h"
+
+/* Memory kinds a transport can read and write directly. */
+enum coll_mem_kind {
+    COLL_MEM_HOST = 0,
+    COLL_MEM_CUDA = 1,
+};
+#define COLL_MEM_BIT(kind) (1u << (kind))
+
+/* Wire ids of transports, used to label address blobs in the bootstrap. */
+enum coll_tp_id {
+    COLL_TP_SELF = 0,
+    COLL_TP_TCP = 1,
+    COLL_TP_SHM = 2,
+    COLL_TP_OFI = 3,
+    COLL_TP_VERBS = 4,
+    COLL_TP_CUDA_IPC = 5,
+};
+
+typedef struct coll_tp_addr {
+    uint16_t tp_id;
+    uint16_t len;
+    uint8_t data[COLL_TP_ADDR_MAX];
+} coll_tp_addr_t;
+
+/* What every rank publishes about itself through the bootstrap. */
+typedef struct coll_peer_info {
+    uint32_t rank;
+    uint32_t pid;
+    uint64_t host_hash; /* equal for ranks that can share memory */
+    char hostname[64];
+    uint32_t naddrs;
+    coll_tp_addr_t addrs[COLL_TP_MAX];
+} coll_peer_info_t;
+
+/* Serialize / parse one peer info (bounded; parse rejects malformed input). */
+void coll_peer_info_encode(const coll_peer_info_t *info, coll_wbuf_t *w);
+coll_status_t coll_peer_info_decode(coll_rbuf_t *r, coll_peer_info_t *info);
+const coll_tp_addr_t *coll_peer_info_addr(const coll_peer_info_t *info, uint16_t tp_id);
+
+/* Inputs of the cost model: time = latency + bytes / bandwidth. */
+typedef struct coll_tp_perf {
+    double latency_s;
+    double bandwidth_Bps;
+    double overhead_s; /* CPU time per message on the caller's side */
+} coll_tp_perf_t;
+
+typedef struct coll_tp_req coll_tp_req_t;
+typedef void (*coll_tp_complete_fn)(coll_tp_req_t *req, coll_status_t status);
+
+#define COLL_TP_REQ_SCRATCH 128
+
+/* Request-level failures are reported by completing the request with a
+ * status; the core words the message, since it knows the operation:
+ *   COLL_ERR_SIZE_MISMATCH  the sender's length differs; bytes_done holds it
+ *   COLL_ERR_PEER_FAILED    the peer left (destroyed its communicator) */
+struct coll_tp_req {
+    coll_list_t link;     /* the transport's while the request is pending */
+    uint64_t tag;
+    void *buf;            /* send: source (not written); recv: destination */
+    size_t len;           /* bytes */
+    size_t bytes_done;    /* moved so far: the core watches it for stalls */
+    coll_tp_complete_fn complete;
+    /* Transport-private state, so that posting needs no allocation. */
+    uint8_t scratch[COLL_TP_REQ_SCRATCH] __attribute__((aligned(16)));
+};
+
+typedef struct coll_tp_iface coll_tp_iface_t;
+typedef struct coll_tp_ep coll_tp_ep_t;
+typedef struct coll_tp_ops coll_tp_ops_t;
+
+/* What the core gives a transport when it opens an iface. */
+typedef struct coll_tp_params {
+    int rank;
+    int nranks;
+    const uint8_t *secret;          /* COLL_SECRET_BYTES */
+    const coll_addr_t *local_addr;  /* chosen interface address, port 0 */
+    coll_evloop_t *evloop;
+    uint64_t handshake_timeout_ns;  /* for strangers on our listening port */
+    uint64_t connect_deadline_ns;   /* for our own outgoing connections */
+    void *core;
+    /* The link to `peer` is broken (died, aborted, protocol violation):
+     * the core fails the communicator. `msg` names the peer. */
+    void (*ep_failed)(void *core, int peer, coll_status_t status, const char *msg);
+} coll_tp_params_t;
+
+struct coll_tp_iface {
+    const coll_tp_ops_t *ops;   /* set by the core after iface_open */
+    coll_tp_params_t params;
+};
+
+struct coll_tp_ep {
+    coll_tp_iface_t *iface;
+    int peer;
+    char desc[96]; /* "rank 3 (10.0.0.3:41234)", for messages */
+};
+
+struct coll_tp_ops {
+    size_t size;
+    const char *name;
+    uint16_t id;                    /* enum coll_tp_id */
+    uint32_t mem_kinds;             /* COLL_MEM_BIT(...) mask */
+
+    /* Create the per-communicator state and start listening. */
+    coll_status_t (*iface_open)(const coll_tp_params_t *params, coll_tp_iface_t **iface_p);
+    /* Stop listening and free; every endpoint was destroyed before. */
+    coll_status_t (*iface_close)(coll_tp_iface_t *iface);
+    /* The address peers need to reach this iface. */
+    coll_status_t (*iface_addr)(coll_tp_iface_t *iface, coll_tp_addr_t *addr_p);
+    coll_status_t (*iface_query)(coll_tp_iface_t *iface, coll_tp_perf_t *perf_p);
+    /* Non-blocking progress and timers not driven by the event loop. */
+    coll_status_t (*iface_progress)(coll_tp_iface_t *iface, int *progressed_p);
+
+    /* Can this transport reach `peer`? *yes_p = 0 is not an error. */
+    coll_status_t (*can_connect)(coll_tp_iface_t *iface, const coll_peer_info_t *self,
+                                 const coll_peer_info_t *peer, int *yes_p);
+    /* Start connecting to / expect a connection from `peer`. */
+    coll_status_t (*ep_connect)(coll_tp_iface_t *iface, const coll_peer_info_t *peer,
+                                coll_tp_ep_t **ep_p);
+    coll_status_t (*ep_accept)(coll_tp_iface_t *iface, const coll_peer_info_t *peer,
+                               coll_tp_ep_t **ep_p);
+    /* COLL_OK once connected, COLL_INPROGRESS before, or the error. */
+    coll_status_t (*ep_ready)(coll_tp_ep_t *ep);
+
+    /* Post a tagged send or receive of req->len bytes. Either may complete
+     * before returning. Errors that concern only this request complete it
+     * with that error; the call itself fails only for a bad argument. */
+    coll_status_t (*ep_isend)(coll_tp_ep_t *ep, coll_tp_req_t *req);
+    coll_status_t (*ep_irecv)(coll_tp_ep_t *ep, coll_tp_req_t *req);
+
+    /* COLL_OK when every send (and a goodbye, once closed) has reached the
+     * peer, COLL_INPROGRESS before. */
+    coll_status_t (*ep_flush)(coll_tp_ep_t *ep);
+    /* Stop the endpoint. why == COLL_OK: leave gracefully (queued sends go
+     * out, then a goodbye; pending receives fail with
+     * COLL_ERR_INVALID_USAGE). Otherwise tell the peer `reason` (best
+     * effort) and fail every pending request with `why`. Idempotent and
+     * safe inside an event handler; memory stays until ep_destroy. */
+    coll_status_t (*ep_close)(coll_tp_ep_t *ep, coll_status_t why, const char *reason);
+    /* Release everything (never from inside an event handler). */
+    coll_status_t (*ep_destroy)(coll_tp_ep_t *ep);
+};
+
+/* Transports compiled in, in default priority order (self excluded). */
+const coll_tp_ops_t *const *coll_tp_registry(int *count_p);
+const coll_tp_ops_t *coll_tp_self_ops(void);
+const coll_tp_ops_t *coll_tp_lookup(const char *name);
+
+#endif /* COLL_TRANSPORT_H */

@@ -1,0 +1,81 @@
+/*
+ * match.h: tag matching for one endpoint, shared by transports that do
+ * their own matching (self, tcp, later shm). A receive matches the oldest
+ * arrival with the same tag, an arrival the oldest receive with that tag,
+ * which is what keeps messages with equal tags in order.
+ */
+#ifndef COLL_MATCH_H
+#define COLL_MATCH_H
+
+#include <stdlib.h>
+
+#include "transport.h"
+
+/* A message that arrived before its receive was posted. */
+typedef struct coll_unexp {
+    coll_list_t link;
+    uint64_t tag;
+    size_t len;   /* message length in bytes */
+    void *data;   /* eager payload (owned), or NULL when it is still remote */
+    uint32_t id;  /* transport handle for the remote payload */
+    void *ctx;    /* transport context (e.g. the matching send request) */
+} coll_unexp_t;
+
+typedef struct coll_match {
+    coll_list_t posted;     /* coll_tp_req_t, by link */
+    coll_list_t unexpected; /* coll_unexp_t */
+} coll_match_t;
+
+static inline void coll_match_init(coll_match_t *m)
+{
+    coll_list_init(&m->posted);
+    coll_list_init(&m->unexpected);
+}
+
+static inline coll_tp_req_t *coll_match_take_posted(coll_match_t *m, uint64_t tag)
+{
+    coll_list_t *pos, *tmp;
+    coll_list_for_each_safe(pos, tmp, &m->posted) {
+        coll_tp_req_t *req = coll_container_of(pos, coll_tp_req_t, link);
+        if (req->tag == tag) {
+            coll_list_del(pos);
+            return req;
+        }
+    }
+    return NULL;
+}
+
+static inline coll_unexp_t *coll_match_take_unexpected(coll_match_t *m, uint64_t tag)
+{
+    coll_list_t *pos, *tmp;
+    coll_list_for_each_safe(pos, tmp, &m->unexpected) {
+        coll_unexp_t *ux = coll_container_of(pos, coll_unexp_t, link);
+        if (ux->tag == tag) {
+            coll_list_del(pos);
+            return ux;
+        }
+    }
+    return NULL;
+}
+
+/* Complete every posted receive with `status` (the endpoint is going away). */
+static inline void coll_match_fail_posted(coll_match_t *m, coll_status_t status)
+{
+    while (!coll_list_empty(&m->posted)) {
+        coll_tp_req_t *req = coll_list_first(&m->posted, coll_tp_req_t, link);
+        coll_list_del(&req->link);
+        req->complete(req, status);
+    }
+}
+
+static inline void coll_match_free_unexpected(coll_match_t *m)
+{
+    while (!coll_list_empty(&m->unexpected)) {
+        coll_unexp_t *ux = coll_list_first(&m->unexpected, coll_unexp_t, link);
+        coll_list_del(&ux->link);
+        free(ux->data);
+        free(ux);
+    }
+}
+
+#endif /* COLL_MATCH_H */
