@@ -26,35 +26,6 @@ static int aborted(const int *abort_flag)
     return abort_flag && __atomic_load_n(abort_flag, __ATOMIC_ACQUIRE);
 }
 
-/* Sleep until fd is ready for `events`, at most 100 ms and never past the
- * deadline, so that abort and the deadline are checked often. */
-static void wait_fd(int fd, short events, uint64_t deadline_ns)
-{
-    struct pollfd p = {.fd = fd, .events = events};
-    (void)poll(&p, 1, coll_ms_until(deadline_ns, 100));
-}
-
-coll_status_t coll_sock_io_deadline(int fd, void *buf, size_t len, int writing,
-                                    uint64_t deadline_ns, const int *abort_flag)
-{
-    size_t off = 0;
-
-    while (off < len) {
-        ssize_t n = writing ? coll_sock_write(fd, (uint8_t *)buf + off, len - off)
-                            : coll_sock_read(fd, (uint8_t *)buf + off, len - off);
-        if (n < 0)
-            return COLL_ERR_PEER_FAILED;
-        off += (size_t)n;
-        if (off == len)
-            break;
-        if (aborted(abort_flag))
-            return COLL_ERR_ABORTED;
-        if (coll_time_ns() > deadline_ns)
-            return COLL_ERR_TIMEOUT;
-        wait_fd(fd, writing ? POLLOUT : POLLIN, deadline_ns);
-    }
-    return COLL_OK;
-}
 
 typedef struct join_ctx {
     const coll_uid_t *uid;
@@ -81,7 +52,7 @@ static coll_status_t join_connect(join_ctx_t *j, int *fd_p)
             err = aborted(j->abort_flag) ? ECANCELED : ETIMEDOUT;
             break;
         }
-        wait_fd(fd, POLLOUT, j->deadline_ns);
+        coll_sock_wait(fd, POLLOUT, j->deadline_ns);
     }
     if (err == 0) {
         *fd_p = fd;
@@ -115,7 +86,7 @@ static coll_status_t join_handshake(join_ctx_t *j, int fd)
         if (aborted(j->abort_flag))
             return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_ABORTED,
                               "init aborted during the bootstrap handshake");
-        wait_fd(fd, (short)(coll_hs_events(&hs) == EPOLLIN ? POLLIN : POLLOUT),
+        coll_sock_wait(fd, (short)(coll_hs_events(&hs) == EPOLLIN ? POLLIN : POLLOUT),
                 j->deadline_ns);
     }
     if (st == COLL_OK)

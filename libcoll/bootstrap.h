@@ -47,9 +47,4 @@ coll_status_t coll_bootstrap_join(const coll_uid_t *uid, int nranks, int rank,
                                   uint64_t deadline_ns, const int *abort_flag,
                                   coll_peer_info_t *table);
 
-/* Blocking exact I/O with a deadline on a non-blocking socket: COLL_OK,
- * COLL_ERR_TIMEOUT, COLL_ERR_ABORTED or COLL_ERR_PEER_FAILED (errno set). */
-coll_status_t coll_sock_io_deadline(int fd, void *buf, size_t len, int writing,
-                                    uint64_t deadline_ns, const int *abort_flag);
-
 #endif /* COLL_BOOTSTRAP_H */

@@ -26,22 +26,22 @@ static struct coll_comm *handles;
 
 /* ---- errors ---------------------------------------------------------------- */
 
-static void comm_vrecord(struct coll_comm *comm, coll_status_t status, const char *fmt,
-                         va_list ap)
+static void comm_vrecord(struct coll_comm *comm, unsigned subsys, coll_status_t status,
+                         const char *fmt, va_list ap)
 {
     char msg[COLL_ERRMSG_LEN];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     snprintf(comm->lasterr, sizeof(comm->lasterr), "rank %d: %s", comm->rank, msg);
     coll_error_set_thread(comm->lasterr);
-    COLL_WARN(COLL_SUBSYS_INIT, "%s (%s)", comm->lasterr, coll_status_str(status));
+    COLL_WARN(subsys, "%s (%s)", comm->lasterr, coll_status_str(status));
 }
 
-coll_status_t coll_comm_error(struct coll_comm *comm, coll_status_t status, const char *fmt,
-                              ...)
+coll_status_t coll_comm_error(struct coll_comm *comm, unsigned subsys, coll_status_t status,
+                              const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    comm_vrecord(comm, status, fmt, ap);
+    comm_vrecord(comm, subsys, status, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -53,8 +53,8 @@ static void comm_close_endpoints(struct coll_comm *comm, coll_status_t why, cons
             comm->peers[r].ops->ep_close(comm->peers[r].ep, why, reason);
 }
 
-coll_status_t coll_comm_fail(struct coll_comm *comm, coll_status_t status, const char *fmt,
-                             ...)
+coll_status_t coll_comm_fail(struct coll_comm *comm, unsigned subsys, coll_status_t status,
+                             const char *fmt, ...)
 {
     char reason[COLL_ERRMSG_LEN];
     va_list ap;
@@ -62,7 +62,7 @@ coll_status_t coll_comm_fail(struct coll_comm *comm, coll_status_t status, const
     if (comm->error != COLL_OK) /* the first failure is the one that matters */
         return comm->error;
     va_start(ap, fmt);
-    comm_vrecord(comm, status, fmt, ap);
+    comm_vrecord(comm, subsys, status, fmt, ap);
     va_end(ap);
     comm->error = status;
     snprintf(comm->errmsg, sizeof(comm->errmsg), "%s", comm->lasterr);
@@ -80,7 +80,7 @@ coll_status_t coll_comm_fail(struct coll_comm *comm, coll_status_t status, const
 static void comm_on_ep_failed(void *core, int peer, coll_status_t status, const char *msg)
 {
     (void)peer;
-    coll_comm_fail(core, status, "%s", msg);
+    coll_comm_fail(core, COLL_SUBSYS_NET, status, "%s", msg);
 }
 
 /* ---- entering and leaving ----------------------------------------------------- */
@@ -147,9 +147,10 @@ static coll_status_t fail_stalled(struct coll_comm *comm, struct coll_request *r
     char tag[32] = "";
     if (r->tag >= 0)
         snprintf(tag, sizeof(tag), ", tag %d", r->tag);
-    return coll_comm_fail(comm, COLL_ERR_TIMEOUT,
+    return coll_comm_fail(comm, COLL_SUBSYS_P2P, COLL_ERR_TIMEOUT,
                           "%s: no progress for %.1f s (COLL_TIMEOUT) %s %zu bytes %s %s%s; "
-                          "%zu of %zu bytes moved", what, (double)comm->timeout_ns * 1e-9,
+                          "%zu of %zu bytes moved", what ? what : r->op,
+                          (double)comm->timeout_ns * 1e-9,
                           r->kind == COLL_REQ_SEND ? "sending" : "receiving", r->tp.len,
                           r->kind == COLL_REQ_SEND ? "to" : "from",
                           peer_desc(comm, r->peer), tag, r->tp.bytes_done, r->tp.len);
@@ -204,7 +205,7 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
         if (comm->state == COLL_COMM_LIVE || comm->state == COLL_COMM_INIT)
             coll_comm_progress(comm);
         if (scan_requests(comm, n, reqs, &stalled) == 0)
-            return first_error(n, reqs);
+            return comm->error != COLL_OK ? comm->error : first_error(n, reqs);
         if (comm->state != COLL_COMM_LIVE && comm->state != COLL_COMM_INIT)
             return comm->error != COLL_OK ? comm->error : COLL_ERR_ABORTED; /* not reached */
         if (stalled) {
@@ -349,7 +350,7 @@ static coll_status_t choose_transport(struct coll_comm *comm, int peer, coll_tp_
             return COLL_OK;
         }
     }
-    return coll_comm_error(comm, COLL_ERR_UNREACHABLE,
+    return coll_comm_error(comm, COLL_SUBSYS_INIT, COLL_ERR_UNREACHABLE,
                            "no allowed transport can reach rank %d on host %s (COLL_TRANSPORTS"
                            "='%s')", peer, pi->hostname, coll_param_raw(COLL_PARAM_TRANSPORTS));
 }
@@ -393,16 +394,16 @@ static coll_status_t connect_all(struct coll_comm *comm, uint64_t deadline_ns)
             if (st == COLL_INPROGRESS)
                 pending++;
             else if (st != COLL_OK)
-                return coll_comm_fail(comm, st, "connecting to %s failed", peer_desc(comm, p));
+                return coll_comm_fail(comm, COLL_SUBSYS_INIT, st, "connecting to %s failed", peer_desc(comm, p));
         }
         if (!pending)
             return COLL_OK;
         if (__atomic_load_n(&comm->abort_requested, __ATOMIC_ACQUIRE))
-            return coll_comm_fail(comm, COLL_ERR_ABORTED, "init aborted while connecting");
+            return coll_comm_fail(comm, COLL_SUBSYS_INIT, COLL_ERR_ABORTED, "init aborted while connecting");
         if (coll_time_ns() > deadline_ns) {
             char missing[256];
             list_unready(comm, missing, sizeof(missing));
-            return coll_comm_fail(comm, COLL_ERR_TIMEOUT, "init timed out connecting to "
+            return coll_comm_fail(comm, COLL_SUBSYS_INIT, COLL_ERR_TIMEOUT, "init timed out connecting to "
                                   "ranks %s (are they alive and reachable?)", missing);
         }
         coll_evloop_sleep(comm->ev, coll_ms_until(deadline_ns, COLL_SLEEP_CAP_MS));
@@ -536,7 +537,7 @@ coll_status_t coll_comm_destroy(coll_comm_t comm)
     if (st != COLL_OK)
         return st;
     if (comm->active_calls > 1) {
-        st = coll_comm_error(comm, COLL_ERR_INVALID_USAGE, "coll_comm_destroy: another thread "
+        st = coll_comm_error(comm, COLL_SUBSYS_INIT, COLL_ERR_INVALID_USAGE, "coll_comm_destroy: another thread "
                              "is inside a call on this communicator (use coll_comm_abort to "
                              "interrupt it)");
         coll_comm_exit(comm);
@@ -562,7 +563,7 @@ coll_status_t coll_comm_abort(coll_comm_t comm)
     st = coll_comm_enter(comm, "coll_comm_abort", 1);
     if (st != COLL_OK)
         return st;
-    coll_comm_fail(comm, COLL_ERR_ABORTED, "the communicator was aborted (coll_comm_abort)");
+    coll_comm_fail(comm, COLL_SUBSYS_INIT, COLL_ERR_ABORTED, "the communicator was aborted (coll_comm_abort)");
     /* Threads blocked in calls were woken by the failure; let them leave
      * before the event loop they sleep in goes away. */
     deadline = coll_time_ns() + COLL_ABORT_WAIT_NS;
@@ -590,24 +591,28 @@ coll_status_t coll_comm_abort(coll_comm_t comm)
 
 /* ---- queries ------------------------------------------------------------------------- */
 
+/* Read one int field of a communicator into a caller's variable. */
+static coll_status_t comm_query(coll_comm_t comm, const char *fn, const int *field, int *out)
+{
+    coll_status_t st = COLL_OK;
+    COLL_CHECK(coll_comm_enter(comm, fn, 1));
+    if (out)
+        *out = *field;
+    else
+        st = coll_comm_error(comm, COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
+                             "%s: the output pointer is NULL", fn);
+    coll_comm_exit(comm);
+    return st;
+}
+
 coll_status_t coll_comm_rank(coll_comm_t comm, int *rank)
 {
-    COLL_CHECK(coll_comm_enter(comm, "coll_comm_rank", 1));
-    if (rank)
-        *rank = comm->rank;
-    coll_comm_exit(comm);
-    return rank ? COLL_OK : coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
-                                       "coll_comm_rank: rank is NULL");
+    return comm_query(comm, "coll_comm_rank", comm ? &comm->rank : NULL, rank);
 }
 
 coll_status_t coll_comm_size(coll_comm_t comm, int *size)
 {
-    COLL_CHECK(coll_comm_enter(comm, "coll_comm_size", 1));
-    if (size)
-        *size = comm->nranks;
-    coll_comm_exit(comm);
-    return size ? COLL_OK : coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
-                                       "coll_comm_size: size is NULL");
+    return comm_query(comm, "coll_comm_size", comm ? &comm->nranks : NULL, size);
 }
 
 coll_status_t coll_comm_get_error(coll_comm_t comm)
@@ -624,7 +629,7 @@ coll_status_t coll_comm_set_timeout(coll_comm_t comm, int64_t timeout_ms)
     coll_status_t st;
     COLL_CHECK(coll_comm_enter(comm, "coll_comm_set_timeout", 0));
     if (timeout_ms <= 0) {
-        st = coll_comm_error(comm, COLL_ERR_INVALID_ARG,
+        st = coll_comm_error(comm, COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
                              "coll_comm_set_timeout: %lld ms is not a positive duration",
                              (long long)timeout_ms);
     } else {

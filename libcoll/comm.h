@@ -93,6 +93,7 @@ struct coll_request {
     int kind;
     int peer;
     int tag;                /* user tag, or -1 for internal traffic */
+    const char *op;         /* API call that posted it, for messages */
     int done;
     coll_status_t status;
     size_t seen_bytes;      /* tp.bytes_done when last looked at */
@@ -129,13 +130,13 @@ void coll_comm_exit(struct coll_comm *comm);
 
 /* A non-fatal error on this communicator: message prefixed with the rank,
  * stored as its last error, logged once. Returns status. */
-coll_status_t coll_comm_error(struct coll_comm *comm, coll_status_t status,
-                              const char *fmt, ...) COLL_PRINTF(3, 4);
+coll_status_t coll_comm_error(struct coll_comm *comm, unsigned subsys, coll_status_t status,
+                              const char *fmt, ...) COLL_PRINTF(4, 5);
 /* A fatal error: as above, and the communicator fails: every endpoint is
  * closed with an abort notice carrying the message, pending requests fail,
  * later calls fail fast. Only the first fatal error is kept. */
-coll_status_t coll_comm_fail(struct coll_comm *comm, coll_status_t status,
-                             const char *fmt, ...) COLL_PRINTF(3, 4);
+coll_status_t coll_comm_fail(struct coll_comm *comm, unsigned subsys, coll_status_t status,
+                             const char *fmt, ...) COLL_PRINTF(4, 5);
 
 /* ---- point-to-point for algorithms and internal use (lock held) -------- */
 
@@ -152,7 +153,10 @@ coll_status_t coll_p2p_waitall(struct coll_comm *comm, int n, struct coll_reques
 /* One non-blocking pass of the progress engine. */
 void coll_comm_progress(struct coll_comm *comm);
 /* Wait until every request in reqs is done, or the deadline. test_only:
- * a single pass, COLL_INPROGRESS if not all are done. */
+ * a single pass, COLL_INPROGRESS if not all are done. At least one
+ * progress pass is made, and once the communicator has failed its error
+ * is returned even for requests that completed. `what` names the
+ * operation in a timeout message (NULL: the request's own op). */
 coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request **reqs,
                              const char *what, int test_only);
 void coll_request_free(struct coll_request *req);

@@ -35,7 +35,7 @@ static coll_status_t gather_colors(struct coll_comm *comm, uint32_t seq, int col
     coll_status_t st = COLL_OK;
 
     if (!reqs)
-        return coll_comm_error(comm, COLL_ERR_NO_MEMORY, "split: out of memory");
+        return coll_comm_error(comm, COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "split: out of memory");
     coll_store_u32(mine, (uint32_t)color);
     coll_store_u32(mine + 4, (uint32_t)key);
     for (int p = 0; p < n && st == COLL_OK; p++) {
@@ -82,9 +82,9 @@ static coll_status_t share_id(struct coll_comm *comm, uint32_t seq, const split_
     }
     struct coll_request **reqs = calloc((size_t)m, sizeof(*reqs));
     if (!reqs)
-        return coll_comm_error(comm, COLL_ERR_NO_MEMORY, "split: out of memory");
+        return coll_comm_error(comm, COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "split: out of memory");
     if (coll_random_bytes(uid->secret, COLL_SECRET_BYTES) != 0)
-        st = coll_comm_error(comm, COLL_ERR_SYSTEM, "split: getrandom failed");
+        st = coll_comm_error(comm, COLL_SUBSYS_INIT, COLL_ERR_SYSTEM, "split: getrandom failed");
     if (st == COLL_OK)
         st = coll_root_start(&comm->local_addr, uid->secret, 0,
                              coll_time_ns() + comm->timeout_ns, root_p, &uid->root);
@@ -105,11 +105,15 @@ coll_status_t coll_comm_split(coll_comm_t comm, int color, int key, coll_comm_t 
     coll_status_t st;
     int m = 0;
 
-    if (!newcomm)
-        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG, "coll_comm_split: newcomm is NULL");
     COLL_CHECK(coll_comm_enter(comm, "coll_comm_split", 0));
+    if (!newcomm) {
+        st = coll_comm_error(comm, COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
+                             "coll_comm_split: newcomm is NULL");
+        coll_comm_exit(comm);
+        return st;
+    }
     if (color < 0 && color != COLL_SPLIT_NOCOLOR) {
-        st = coll_comm_error(comm, COLL_ERR_INVALID_ARG, "coll_comm_split: color %d is negative "
+        st = coll_comm_error(comm, COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG, "coll_comm_split: color %d is negative "
                              "(use COLL_SPLIT_NOCOLOR to opt out)", color);
         goto out;
     }
@@ -117,7 +121,7 @@ coll_status_t coll_comm_split(coll_comm_t comm, int color, int key, coll_comm_t 
     all = malloc((size_t)comm->nranks * 8);
     members = malloc((size_t)comm->nranks * sizeof(*members));
     if (!all || !members) {
-        st = coll_comm_error(comm, COLL_ERR_NO_MEMORY, "split: out of memory");
+        st = coll_comm_error(comm, COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "split: out of memory");
         goto out;
     }
     COLL_CHECK_GOTO(gather_colors(comm, seq, color, key, all), st, out);

@@ -26,8 +26,10 @@
 #include "log.h"
 #include "param.h"
 
+/* Derived ports stay below Linux's default ephemeral range (32768-60999),
+ * where outgoing connections could already hold them. */
 #define DERIVED_PORT_BASE 20000
-#define DERIVED_PORT_SPAN 20000
+#define DERIVED_PORT_SPAN 12000
 
 typedef struct env_job {
     const char *style;

@@ -241,7 +241,10 @@ static coll_status_t srv_step(coll_hs_t *hs)
                 hs->status = COLL_OK;
                 return COLL_OK;
             }
-            return hs_fail(hs, verdict_status(hs->verdict), "%s", hs->errmsg);
+            /* errmsg already says why (srv_judge_hello, srv_check_prefix) */
+            hs->state = HS_DONE;
+            hs->status = verdict_status(hs->verdict);
+            return hs->status;
         }
         break;
     default:
@@ -342,8 +345,9 @@ coll_status_t coll_hs_progress(coll_hs_t *hs)
         st = hs->server ? srv_step(hs) : cli_step(hs);
     } while (st == HS_AGAIN);
     if (st == COLL_INPROGRESS && hs->state != HS_DONE && coll_time_ns() > hs->deadline_ns)
-        return hs_fail(hs, COLL_ERR_TIMEOUT, "%s did not complete the handshake in time%s",
-                       hs->peer, hs->server ? " (a silent or foreign client)" : "");
+        return hs_fail(hs, COLL_ERR_TIMEOUT, hs->server ? "no handshake within the deadline "
+                       "(a silent or foreign client)" : "%s did not complete the handshake in "
+                       "time", hs->peer);
     return hs->state == HS_DONE ? hs->status : st;
 }
 

@@ -11,6 +11,7 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,4 +401,32 @@ uint64_t coll_host_hash(void)
     coll_sha256(ident, strlen(ident), digest);
     memcpy(&h, digest, sizeof(h));
     return h;
+}
+
+void coll_sock_wait(int fd, short events, uint64_t deadline_ns)
+{
+    struct pollfd p = {.fd = fd, .events = events};
+    (void)poll(&p, 1, coll_ms_until(deadline_ns, 100));
+}
+
+coll_status_t coll_sock_io_deadline(int fd, void *buf, size_t len, int writing,
+                                    uint64_t deadline_ns, const int *abort_flag)
+{
+    size_t off = 0;
+
+    while (off < len) {
+        ssize_t n = writing ? coll_sock_write(fd, (uint8_t *)buf + off, len - off)
+                            : coll_sock_read(fd, (uint8_t *)buf + off, len - off);
+        if (n < 0)
+            return COLL_ERR_PEER_FAILED;
+        off += (size_t)n;
+        if (off == len)
+            break;
+        if (abort_flag && __atomic_load_n(abort_flag, __ATOMIC_ACQUIRE))
+            return COLL_ERR_ABORTED;
+        if (coll_time_ns() > deadline_ns)
+            return COLL_ERR_TIMEOUT;
+        coll_sock_wait(fd, writing ? POLLOUT : POLLIN, deadline_ns);
+    }
+    return COLL_OK;
 }

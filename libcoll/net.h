@@ -63,6 +63,15 @@ void coll_sock_tune(int fd);
 ssize_t coll_sock_read(int fd, void *buf, size_t len);
 ssize_t coll_sock_write(int fd, const void *buf, size_t len);
 
+/* Blocking exact I/O with a deadline on a non-blocking socket: COLL_OK,
+ * COLL_ERR_TIMEOUT, COLL_ERR_ABORTED (when *abort_flag becomes non-zero;
+ * it may be NULL) or COLL_ERR_PEER_FAILED (errno set). */
+coll_status_t coll_sock_io_deadline(int fd, void *buf, size_t len, int writing,
+                                    uint64_t deadline_ns, const int *abort_flag);
+/* Sleep until fd is ready for `events` (POLLIN/POLLOUT), at most 100 ms
+ * and never past the deadline. */
+void coll_sock_wait(int fd, short events, uint64_t deadline_ns);
+
 /* Host identity: equal for processes that can share memory (same kernel,
  * boot and network namespace). */
 uint64_t coll_host_hash(void);

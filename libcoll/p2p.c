@@ -19,7 +19,7 @@
 static void describe_failure(struct coll_request *req, coll_status_t status)
 {
     struct coll_comm *comm = req->comm;
-    const char *dir = req->kind == COLL_REQ_SEND ? "send to" : "receive from";
+    const char *dir = req->kind == COLL_REQ_SEND ? "to" : "from";
     const char *peer = comm->peers && comm->peers[req->peer].ep ? comm->peers[req->peer].ep->desc
                                                                 : "?";
     char tag[32] = "";
@@ -27,15 +27,17 @@ static void describe_failure(struct coll_request *req, coll_status_t status)
     if (req->tag >= 0)
         snprintf(tag, sizeof(tag), " tag %d", req->tag);
     if (status == COLL_ERR_SIZE_MISMATCH)
-        coll_comm_error(comm, status, "%s %s%s: the message has %zu bytes, the receive "
-                        "expects %zu", dir, peer, tag, req->tp.bytes_done, req->tp.len);
+        coll_comm_error(comm, COLL_SUBSYS_P2P, status, "%s %s %s%s: the message has %zu bytes, "
+                        "the receive expects %zu", req->op, dir, peer, tag, req->tp.bytes_done,
+                        req->tp.len);
     else if (status == COLL_ERR_PEER_FAILED)
-        coll_comm_error(comm, status, "%s %s%s (%zu bytes): rank %d left the communicator "
-                        "before the message was delivered", dir, peer, tag, req->tp.len,
-                        req->peer);
+        coll_comm_error(comm, COLL_SUBSYS_P2P, status, "%s %s %s%s (%zu bytes): rank %d left the "
+                        "communicator before the message was delivered", req->op, dir, peer, tag,
+                        req->tp.len, req->peer);
     else if (status == COLL_ERR_INVALID_USAGE)
-        coll_comm_error(comm, status, "%s %s%s (%zu bytes) was still pending when the "
-                        "communicator was destroyed", dir, peer, tag, req->tp.len);
+        coll_comm_error(comm, COLL_SUBSYS_P2P, status, "%s %s %s%s (%zu bytes) was still pending "
+                        "when the communicator was destroyed", req->op, dir, peer, tag,
+                        req->tp.len);
 }
 
 /* Called by a transport when it is done with a request. */
@@ -58,8 +60,9 @@ void coll_request_free(struct coll_request *req)
     free(req);
 }
 
-static coll_status_t post(struct coll_comm *comm, int kind, void *buf, size_t bytes, int peer,
-                          uint64_t tag, int user_tag, struct coll_request **req_p)
+static coll_status_t post(struct coll_comm *comm, const char *op, int kind, void *buf,
+                          size_t bytes, int peer, uint64_t tag, int user_tag,
+                          struct coll_request **req_p)
 {
     struct coll_request *req;
     coll_peer_t *p;
@@ -69,12 +72,13 @@ static coll_status_t post(struct coll_comm *comm, int kind, void *buf, size_t by
         return comm->error != COLL_OK ? comm->error : COLL_ERR_INVALID_COMM;
     req = calloc(1, sizeof(*req));
     if (!req)
-        return coll_comm_error(comm, COLL_ERR_NO_MEMORY, "cannot allocate a request");
+        return coll_comm_error(comm, COLL_SUBSYS_P2P, COLL_ERR_NO_MEMORY, "cannot allocate a request");
     req->magic = COLL_REQ_MAGIC;
     req->comm = comm;
     req->kind = kind;
     req->peer = peer;
     req->tag = user_tag;
+    req->op = op;
     req->tp.tag = tag;
     req->tp.buf = buf;
     req->tp.len = bytes;
@@ -93,13 +97,13 @@ static coll_status_t post(struct coll_comm *comm, int kind, void *buf, size_t by
 coll_status_t coll_p2p_isend(struct coll_comm *comm, const void *buf, size_t bytes, int peer,
                              uint64_t tag, struct coll_request **req_p)
 {
-    return post(comm, COLL_REQ_SEND, (void *)buf, bytes, peer, tag, -1, req_p);
+    return post(comm, "send", COLL_REQ_SEND, (void *)buf, bytes, peer, tag, -1, req_p);
 }
 
 coll_status_t coll_p2p_irecv(struct coll_comm *comm, void *buf, size_t bytes, int peer,
                              uint64_t tag, struct coll_request **req_p)
 {
-    return post(comm, COLL_REQ_RECV, buf, bytes, peer, tag, -1, req_p);
+    return post(comm, "receive", COLL_REQ_RECV, buf, bytes, peer, tag, -1, req_p);
 }
 
 coll_status_t coll_p2p_waitall(struct coll_comm *comm, int n, struct coll_request **reqs,
@@ -123,15 +127,15 @@ static coll_status_t check_buffer(struct coll_comm *comm, const char *fn, const 
     size_t esize = coll_datatype_size(dt);
 
     if (esize == 0)
-        return coll_comm_error(comm, COLL_ERR_INVALID_ARG, "%s: unknown datatype %d", fn,
+        return coll_comm_error(comm, COLL_SUBSYS_P2P, COLL_ERR_INVALID_ARG, "%s: unknown datatype %d", fn,
                                (int)dt);
     if (count > COLL_MSG_BYTES_MAX / esize)
-        return coll_comm_error(comm, COLL_ERR_INVALID_ARG,
+        return coll_comm_error(comm, COLL_SUBSYS_P2P, COLL_ERR_INVALID_ARG,
                                "%s: count %zu is too large (at most %llu elements of %zu "
                                "bytes; a negative count converted to size_t?)", fn, count,
                                COLL_MSG_BYTES_MAX / esize, esize);
     if (!buf && count > 0)
-        return coll_comm_error(comm, COLL_ERR_INVALID_ARG, "%s: buffer is NULL but count is %zu",
+        return coll_comm_error(comm, COLL_SUBSYS_P2P, COLL_ERR_INVALID_ARG, "%s: buffer is NULL but count is %zu",
                                fn, count);
     *bytes_p = count * esize;
     return COLL_OK;
@@ -140,10 +144,10 @@ static coll_status_t check_buffer(struct coll_comm *comm, const char *fn, const 
 static coll_status_t check_peer_tag(struct coll_comm *comm, const char *fn, int peer, int tag)
 {
     if (peer < 0 || peer >= comm->nranks)
-        return coll_comm_error(comm, COLL_ERR_INVALID_ARG, "%s: peer %d is out of range (the "
+        return coll_comm_error(comm, COLL_SUBSYS_P2P, COLL_ERR_INVALID_ARG, "%s: peer %d is out of range (the "
                                "communicator has ranks 0..%d)", fn, peer, comm->nranks - 1);
     if (tag < 0)
-        return coll_comm_error(comm, COLL_ERR_INVALID_ARG,
+        return coll_comm_error(comm, COLL_SUBSYS_P2P, COLL_ERR_INVALID_ARG,
                                "%s: tag %d is negative (tags are 0..%d)", fn, tag, COLL_TAG_MAX);
     return COLL_OK;
 }
@@ -156,15 +160,15 @@ static coll_status_t user_post(const char *fn, int kind, void *buf, size_t count
     size_t bytes = 0;
     coll_status_t st;
 
-    if (!req_p)
-        return coll_error(COLL_SUBSYS_P2P, COLL_ERR_INVALID_ARG, "%s: request is NULL", fn);
     COLL_CHECK(coll_comm_enter(comm, fn, 0));
-    st = check_buffer(comm, fn, buf, count, dt, &bytes);
+    st = req_p ? check_buffer(comm, fn, buf, count, dt, &bytes)
+               : coll_comm_error(comm, COLL_SUBSYS_P2P, COLL_ERR_INVALID_ARG,
+                                 "%s: request is NULL", fn);
     if (st == COLL_OK)
         st = check_peer_tag(comm, fn, peer, tag);
     if (st == COLL_OK)
-        st = post(comm, kind, buf, bytes, peer, coll_tag_make(COLL_TAG_USER, 0, (uint32_t)tag),
-                  tag, req_p);
+        st = post(comm, fn, kind, buf, bytes, peer,
+                  coll_tag_make(COLL_TAG_USER, 0, (uint32_t)tag), tag, req_p);
     coll_comm_exit(comm);
     return st;
 }
@@ -241,11 +245,6 @@ static void enter_for_request(struct coll_comm *comm)
     comm->active_calls++;
 }
 
-static const char *request_what(const struct coll_request *req)
-{
-    return req->kind == COLL_REQ_SEND ? "coll_wait (send)" : "coll_wait (receive)";
-}
-
 coll_status_t coll_test(coll_request_t *request, int *done)
 {
     struct coll_request *req;
@@ -262,11 +261,13 @@ coll_status_t coll_test(coll_request_t *request, int *done)
     }
     comm = req->comm;
     enter_for_request(comm);
-    if (!req->done && comm->state != COLL_COMM_DEAD)
-        coll_comm_wait(comm, 1, &req, "coll_test", 1);
+    if (comm->state != COLL_COMM_DEAD)
+        st = coll_comm_wait(comm, 1, &req, NULL, 1);
     *done = req->done;
-    if (req->done) {
-        st = req->status;
+    if (!req->done) {
+        st = COLL_OK; /* still pending: not an error */
+    } else {
+        st = st < 0 ? st : req->status;
         coll_request_free(req);
         *request = NULL;
     }
@@ -276,13 +277,19 @@ coll_status_t coll_test(coll_request_t *request, int *done)
 
 coll_status_t coll_wait(coll_request_t *request)
 {
+    if (!request)
+        return coll_error(COLL_SUBSYS_P2P, COLL_ERR_INVALID_ARG,
+                          "coll_wait: request pointer is NULL");
     return coll_waitall(1, request);
 }
 
-/* Wait for every request of `comm` among requests[from..count). */
-static void wait_group(struct coll_comm *comm, int from, int count, coll_request_t requests[])
+/* Wait for every request of `comm` among requests[from..count); returns
+ * the communicator's error if it failed, else COLL_OK. */
+static coll_status_t wait_group(struct coll_comm *comm, int from, int count,
+                                coll_request_t requests[])
 {
     struct coll_request **mine = malloc((size_t)(count - from) * sizeof(*mine));
+    coll_status_t st = COLL_OK;
     int n = 0;
 
     enter_for_request(comm);
@@ -293,12 +300,15 @@ static void wait_group(struct coll_comm *comm, int from, int count, coll_request
         if (mine)
             mine[n++] = r;
         else /* no memory for the list: one at a time still progresses all */
-            coll_comm_wait(comm, 1, &requests[j], request_what(r), 0);
+            coll_comm_wait(comm, 1, &requests[j], NULL, 0);
     }
     if (n > 0)
-        coll_comm_wait(comm, n, mine, request_what(mine[0]), 0);
+        coll_comm_wait(comm, n, mine, NULL, 0);
+    if (comm->error != COLL_OK)
+        st = comm->error;
     free(mine);
     coll_comm_exit(comm);
+    return st;
 }
 
 coll_status_t coll_waitall(int count, coll_request_t requests[])
@@ -312,12 +322,16 @@ coll_status_t coll_waitall(int count, coll_request_t requests[])
         COLL_CHECK(check_request("coll_waitall", &requests[i]));
     /* Requests of one communicator are waited for together; several
      * communicators are progressed one after the other. */
+    coll_status_t failed = COLL_OK; /* a communicator that failed meanwhile */
     for (int i = 0; i < count; i++) {
         int seen = 0;
         for (int j = 0; j < i && !seen && requests[i]; j++)
             seen = requests[j] && requests[j]->comm == requests[i]->comm;
-        if (requests[i] && !seen)
-            wait_group(requests[i]->comm, i, count, requests);
+        if (requests[i] && !seen) {
+            coll_status_t st = wait_group(requests[i]->comm, i, count, requests);
+            if (failed == COLL_OK)
+                failed = st;
+        }
     }
     for (int i = 0; i < count; i++) {
         struct coll_request *r = requests[i];
@@ -333,5 +347,5 @@ coll_status_t coll_waitall(int count, coll_request_t requests[])
         coll_request_free(r);
         requests[i] = NULL;
     }
-    return first;
+    return first != COLL_OK ? first : failed;
 }

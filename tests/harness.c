@@ -42,6 +42,12 @@ static void rank_main(int rank, int nranks, int fd, harness_rank_fn fn, void *ar
 
 void harness_spawn(int nranks, harness_rank_fn fn, void *arg, pid_t *pids)
 {
+    harness_spawn_hook(nranks, fn, arg, pids, NULL, NULL);
+}
+
+void harness_spawn_hook(int nranks, harness_rank_fn fn, void *arg, pid_t *pids,
+                        void (*before)(const coll_unique_id_t *id, void *ctx), void *ctx)
+{
     int fds[HARNESS_MAX_RANKS][2];
     coll_unique_id_t id;
 
@@ -60,6 +66,8 @@ void harness_spawn(int nranks, harness_rank_fn fn, void *arg, pid_t *pids)
     }
     ck_assert_msg(coll_get_unique_id(&id) == COLL_OK, "coll_get_unique_id: %s",
                   coll_get_last_error(NULL));
+    if (before)
+        before(&id, ctx);
     for (int r = 0; r < nranks; r++) {
         ck_assert_int_eq(write(fds[r][1], &id, sizeof(id)), (ssize_t)sizeof(id));
         close(fds[r][1]);

@@ -27,6 +27,10 @@ int harness_run(int nranks, harness_rank_fn fn, void *arg, int timeout_s);
 
 /* The same in two steps, for tests that act on running ranks (kill one). */
 void harness_spawn(int nranks, harness_rank_fn fn, void *arg, pid_t *pids);
+/* As harness_spawn, calling before(id, ctx) once the id exists and before
+ * the ranks get it (to aim strangers at the root during init). */
+void harness_spawn_hook(int nranks, harness_rank_fn fn, void *arg, pid_t *pids,
+                        void (*before)(const coll_unique_id_t *id, void *ctx), void *ctx);
 /* Wait for every pid (0 entries skipped) until the deadline, killing the
  * rest then. statuses[i] gets the waitpid status, or -1 if killed at the
  * deadline. Returns how many did not exit with status 0. */

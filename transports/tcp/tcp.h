@@ -9,7 +9,7 @@
  *   EAGER  tag, len, payload       messages <= COLL_TCP_EAGER_LIMIT
  *   RTS    tag, len, id=send id    "I have len bytes for tag"
  *   CTS    id=send id, aux=recv id "send them" (flag DISCARD: "drop them")
- *   DATA   id=recv id, aux=offset, len, payload
+ *   DATA   id=recv id, aux=offset, len, payload (one chunk of a message)
  *   BYE    no fields               the peer destroyed its communicator
  *   ABORT  len, payload = reason   the peer's communicator failed
  *
@@ -27,6 +27,11 @@
 #define TCP_HDR_BYTES 32
 /* Largest eager payload a receiver accepts, whatever the sender's limit. */
 #define TCP_EAGER_MAX (4u << 20)
+/* Rendezvous payloads go out in DATA frames of at most this many bytes,
+ * taking turns with other frames: a small message never waits behind a
+ * whole large one, and an abort notice is never more than one chunk away
+ * from a frame boundary. */
+#define TCP_DATA_CHUNK (1u << 20)
 
 enum tcp_frame_type {
     TCP_EAGER = 1,
@@ -57,7 +62,7 @@ typedef struct tcp_tx {
     const uint8_t *payload;
     size_t payload_len;
     size_t off;            /* bytes of header + payload written */
-    coll_tp_req_t *req;    /* completed once written (EAGER, DATA) */
+    coll_tp_req_t *req;    /* completed once written (EAGER, last DATA chunk) */
     int heap;              /* control frame: free once written */
 } tcp_tx_t;
 
@@ -65,6 +70,8 @@ typedef struct tcp_tx {
 typedef struct tcp_req_priv {
     tcp_tx_t tx;
     uint32_t id;           /* send: our id in RTS; recv: our id in CTS */
+    uint32_t peer_id;      /* send: the receiver's id from CTS */
+    size_t data_off;       /* send: bytes of payload queued so far */
 } tcp_req_priv_t;
 
 _Static_assert(sizeof(tcp_req_priv_t) <= COLL_TP_REQ_SCRATCH, "tcp request state too large");
@@ -103,6 +110,8 @@ typedef struct tcp_ep {
     coll_status_t error;      /* why it closed; COLL_OK while usable */
     int peer_left;            /* got BYE */
     int bye_queued;
+    int tx_errno;             /* a send failed; reported once the input is read */
+    int in_rx;                /* inside tcp_ep_on_readable */
 
     coll_list_t txq;          /* tcp_tx_t */
 

@@ -18,6 +18,7 @@
 #include "tcp.h"
 
 #define TCP_RETRY_DELAY_NS (50 * 1000000ull)
+#define TCP_ABORT_NOTICE_NS (250 * 1000000ull)
 
 static void ep_handler(void *arg, uint32_t events);
 
@@ -288,6 +289,42 @@ coll_status_t tcp_ep_flush(coll_tp_ep_t *tep)
     return COLL_OK;
 }
 
+/* Finish the frame being written (at most one chunk or eager message),
+ * so that the stream is at a frame boundary. */
+static coll_status_t finish_head_frame(tcp_ep_t *ep, uint64_t deadline_ns)
+{
+    tcp_tx_t *head = coll_list_empty(&ep->txq) ? NULL : coll_list_first(&ep->txq, tcp_tx_t, link);
+    coll_status_t st = COLL_OK;
+
+    if (!head || head->off == 0)
+        return COLL_OK;
+    if (head->off < TCP_HDR_BYTES)
+        st = coll_sock_io_deadline(ep->fd, head->hdr + head->off, TCP_HDR_BYTES - head->off, 1,
+                                   deadline_ns, NULL);
+    size_t done = head->off > TCP_HDR_BYTES ? head->off - TCP_HDR_BYTES : 0;
+    if (st == COLL_OK && head->payload_len > done)
+        st = coll_sock_io_deadline(ep->fd, (void *)(head->payload + done),
+                                   head->payload_len - done, 1, deadline_ns, NULL);
+    return st;
+}
+
+/* Tell the peer why we are failing: the reason usually names the rank
+ * that really failed, which the peer could not learn otherwise. Best
+ * effort, bounded by TCP_ABORT_NOTICE_NS. */
+static void send_abort_notice(tcp_ep_t *ep, const char *reason)
+{
+    uint8_t frame[TCP_HDR_BYTES + COLL_WIRE_ERRTEXT_MAX];
+    size_t len = strnlen(reason, COLL_WIRE_ERRTEXT_MAX);
+    uint64_t deadline = coll_time_ns() + TCP_ABORT_NOTICE_NS;
+    tcp_hdr_t h = {.type = TCP_ABORT, .len = len};
+
+    if (ep->tx_errno || finish_head_frame(ep, deadline) != COLL_OK)
+        return;
+    tcp_hdr_encode(&h, frame);
+    memcpy(frame + TCP_HDR_BYTES, reason, len);
+    (void)coll_sock_io_deadline(ep->fd, frame, TCP_HDR_BYTES + len, 1, deadline, NULL);
+}
+
 coll_status_t tcp_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *reason)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
@@ -304,19 +341,8 @@ coll_status_t tcp_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *rea
         }
         return COLL_OK;
     }
-    /* Abort: tell the peer why, if the stream is at a frame boundary. */
-    if (ep->state == TCP_EP_READY && reason) {
-        tcp_tx_t *head = coll_list_empty(&ep->txq) ? NULL
-                                                   : coll_list_first(&ep->txq, tcp_tx_t, link);
-        if (!head || head->off == 0) {
-            uint8_t frame[TCP_HDR_BYTES + COLL_WIRE_ERRTEXT_MAX];
-            size_t len = strnlen(reason, COLL_WIRE_ERRTEXT_MAX);
-            tcp_hdr_t h = {.type = TCP_ABORT, .len = len};
-            tcp_hdr_encode(&h, frame);
-            memcpy(frame + TCP_HDR_BYTES, reason, len);
-            (void)coll_sock_write(ep->fd, frame, TCP_HDR_BYTES + len);
-        }
-    }
+    if (ep->state == TCP_EP_READY && reason)
+        send_abort_notice(ep, reason);
     if (ep->state == TCP_EP_RETRY)
         ep->iface->nretry--;
     ep->state = TCP_EP_CLOSED;

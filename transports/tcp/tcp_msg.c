@@ -64,6 +64,11 @@ void tcp_tx_enqueue(tcp_ep_t *ep, tcp_tx_t *tx)
     }
 }
 
+static uint8_t tcp_hdr_type(const tcp_tx_t *tx)
+{
+    return tx->hdr[0];
+}
+
 /* A frame that belongs to no request (CTS, BYE): copied to the heap. */
 coll_status_t tcp_tx_control(tcp_ep_t *ep, const tcp_hdr_t *h, const void *payload,
                              size_t len)
@@ -78,8 +83,28 @@ coll_status_t tcp_tx_control(tcp_ep_t *ep, const tcp_hdr_t *h, const void *paylo
     return COLL_OK;
 }
 
+static void fail_send(tcp_ep_t *ep)
+{
+    int err = ep->tx_errno;
+    tcp_ep_fail(ep, COLL_ERR_PEER_FAILED, "sending to %s failed: %s%s", ep->super.desc,
+                strerror(err), err == EPIPE || err == ECONNRESET ? " (process died?)" : "");
+}
+
+/* A send failed. A peer that aborts closes its socket at once, so our
+ * send may fail before we read the notice it sent with the reason (which
+ * names the rank that really failed): read what is there first. */
+static void tx_broken(tcp_ep_t *ep, int err)
+{
+    ep->tx_errno = err;
+    if (ep->in_rx)
+        return; /* the receive loop in progress reports it when it ends */
+    tcp_ep_on_readable(ep);
+    if (ep->state == TCP_EP_READY)
+        fail_send(ep);
+}
+
 /* Write the head frame as far as the socket takes it: 1 done, 0 blocked,
- * -1 failed (the endpoint is failed). */
+ * -1 failed (the endpoint is failing). */
 static int tx_write_one(tcp_ep_t *ep, tcp_tx_t *tx)
 {
     size_t total = TCP_HDR_BYTES + tx->payload_len;
@@ -103,38 +128,49 @@ static int tx_write_one(tcp_ep_t *ep, tcp_tx_t *tx)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return 0;
-            tcp_ep_fail(ep, COLL_ERR_PEER_FAILED, "sending to %s failed: %s%s", ep->super.desc,
-                        strerror(errno),
-                        errno == EPIPE || errno == ECONNRESET ? " (process died?)" : "");
+            tx_broken(ep, errno);
             return -1;
         }
-        size_t before = tx->off;
+        size_t before = tx->off > TCP_HDR_BYTES ? tx->off - TCP_HDR_BYTES : 0;
         tx->off += (size_t)w;
         if (tx->req && tx->off > TCP_HDR_BYTES)
-            tx->req->bytes_done = tx->off - TCP_HDR_BYTES - (before > TCP_HDR_BYTES ? 0 : 0);
+            tx->req->bytes_done += tx->off - TCP_HDR_BYTES - before;
     }
     return 1;
 }
 
+/* Queue the next chunk of a rendezvous send; `kick` starts the writer
+ * (not when called from inside it). */
+static void queue_chunk(tcp_ep_t *ep, coll_tp_req_t *req, int kick)
+{
+    tcp_req_priv_t *priv = tcp_priv(req);
+    size_t off = priv->data_off, len = COLL_MIN(req->len - off, (size_t)TCP_DATA_CHUNK);
+    tcp_hdr_t h = {.type = TCP_DATA, .id = priv->peer_id, .tag = req->tag, .len = len,
+                   .aux = off};
+
+    priv->data_off = off + len;
+    tx_init(&priv->tx, &h, (const uint8_t *)req->buf + off, len, req);
+    if (kick)
+        tcp_tx_enqueue(ep, &priv->tx);
+    else
+        coll_list_push_back(&ep->txq, &priv->tx.link);
+}
+
 void tcp_ep_on_writable(tcp_ep_t *ep)
 {
-    while (ep->state == TCP_EP_READY && !coll_list_empty(&ep->txq)) {
+    while (ep->state == TCP_EP_READY && !ep->tx_errno && !coll_list_empty(&ep->txq)) {
         tcp_tx_t *tx = coll_list_first(&ep->txq, tcp_tx_t, link);
         if (tx_write_one(ep, tx) <= 0)
             return;
         coll_list_del(&tx->link);
-        if (tx->req)
-            tx->req->complete(tx->req, COLL_OK);
         if (tx->heap)
             free(tx);
+        else if (tx->req && tcp_priv(tx->req)->data_off < tx->req->len &&
+                 tcp_hdr_type(tx) == TCP_DATA)
+            queue_chunk(ep, tx->req, 0); /* behind whatever else is waiting */
+        else if (tx->req)
+            tx->req->complete(tx->req, COLL_OK);
     }
-}
-
-static void queue_data(tcp_ep_t *ep, coll_tp_req_t *req, uint32_t recv_id)
-{
-    tcp_hdr_t h = {.type = TCP_DATA, .id = recv_id, .tag = req->tag, .len = req->len, .aux = 0};
-    tx_init(&tcp_priv(req)->tx, &h, req->buf, req->len, req);
-    tcp_tx_enqueue(ep, &tcp_priv(req)->tx);
 }
 
 coll_status_t tcp_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
@@ -278,7 +314,9 @@ static void on_cts(tcp_ep_t *ep, const tcp_hdr_t *h)
         req->complete(req, COLL_OK); /* the receiver reports the mismatch */
         return;
     }
-    queue_data(ep, req, (uint32_t)h->aux);
+    tcp_priv(req)->peer_id = (uint32_t)h->aux;
+    tcp_priv(req)->data_off = 0;
+    queue_chunk(ep, req, 1);
 }
 
 static void on_data(tcp_ep_t *ep, const tcp_hdr_t *h)
@@ -389,7 +427,18 @@ static void rx_failed(tcp_ep_t *ep)
                     strerror(errno));
 }
 
+static void rx_loop(tcp_ep_t *ep);
+
 void tcp_ep_on_readable(tcp_ep_t *ep)
+{
+    ep->in_rx = 1;
+    rx_loop(ep);
+    ep->in_rx = 0;
+    if (ep->state == TCP_EP_READY && ep->tx_errno)
+        fail_send(ep);
+}
+
+static void rx_loop(tcp_ep_t *ep)
 {
     static __thread uint8_t sink[TCP_DISCARD_CHUNK];
 

@@ -1,0 +1,214 @@
+/*
+ * test_fault.c: failures are named, within a deadline. A rank SIGKILLed in
+ * the middle of 64 MiB transfers is named (rank and host:port) by every
+ * survivor within 10 s; a silent peer turns into a timeout that names the
+ * peer and the operation, after which the communicator fails fast; and
+ * collrun names the rank that died.
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "harness.h"
+
+/* Survivors report "<rank> <time> <status> <message>" on this pipe. */
+static int report_fd = -1;
+
+static void report(int rank, coll_status_t st, const char *msg)
+{
+    char line[1024];
+    int n = snprintf(line, sizeof(line), "%d %.6f %d %s\n", rank, harness_now(), (int)st, msg);
+    ssize_t w = write(report_fd, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1));
+    (void)w;
+}
+
+/* Stream 64 MiB messages around the ring until something fails. */
+static int rank_stream(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    size_t bytes = 64u << 20;
+    char *out = malloc(bytes), *in = malloc(bytes);
+    (void)arg;
+
+    memset(out, rank, bytes);
+    for (int i = 0;; i++) {
+        coll_request_t reqs[2] = {NULL, NULL};
+        coll_status_t st = coll_irecv(in, bytes, COLL_UINT8, (rank + nranks - 1) % nranks, i & 0xffff,
+                                      comm, &reqs[0]);
+        if (st == COLL_OK)
+            st = coll_isend(out, bytes, COLL_UINT8, (rank + 1) % nranks, i & 0xffff, comm, &reqs[1]);
+        coll_status_t wst = coll_waitall(2, reqs);
+        if (st == COLL_OK)
+            st = wst;
+        if (st != COLL_OK) {
+            report(rank, st, coll_get_last_error(comm));
+            /* Later calls fail fast with the same error. */
+            double t0 = harness_now();
+            coll_status_t again = coll_barrier(comm);
+            RANK_CHECK(again == st && harness_now() - t0 < 0.5, "second call returned %s after "
+                       "%.2f s", coll_status_str(again), harness_now() - t0);
+            RANK_OK(coll_comm_abort(comm));
+            return 0;
+        }
+    }
+}
+
+START_TEST(test_sigkill_named)
+{
+    int nranks = 4, victim = 1 + _i % 3, fds[2], statuses[8];
+    pid_t pids[8];
+    char buf[8192] = "";
+    size_t got = 0;
+
+    ck_assert_int_eq(pipe(fds), 0);
+    report_fd = fds[1];
+    harness_spawn(nranks, rank_stream, NULL, pids);
+    close(fds[1]);
+    usleep(600 * 1000); /* transfers are running */
+    double t_kill = harness_now();
+    kill(pids[victim], SIGKILL);
+    harness_wait(nranks, pids, 30, statuses);
+    ck_assert_msg(WIFSIGNALED(statuses[victim]), "victim was not killed");
+    for (ssize_t n; (n = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0;)
+        got += (size_t)n;
+    close(fds[0]);
+    buf[got] = '\0';
+
+    char expect[32];
+    int reports = 0;
+    snprintf(expect, sizeof(expect), "rank %d (", victim);
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        int r, st, off = 0;
+        double t;
+        ck_assert_int_eq(sscanf(line, "%d %lf %d %n", &r, &t, &st, &off), 3);
+        ck_assert_msg(t - t_kill < 10.0, "rank %d learned after %.1f s: %s", r, t - t_kill, line);
+        ck_assert_msg(st == COLL_ERR_PEER_FAILED, "rank %d got status %d: %s", r, st, line);
+        ck_assert_msg(strstr(line + off, expect), "rank %d's error does not name rank %d: %s", r,
+                      victim, line + off);
+        reports++;
+    }
+    for (int r = 0; r < nranks; r++)
+        if (r != victim)
+            ck_assert_msg(WIFEXITED(statuses[r]) && WEXITSTATUS(statuses[r]) == 0,
+                          "survivor %d failed", r);
+    ck_assert_int_eq(reports, nranks - 1);
+}
+END_TEST
+
+/* ---- deadlines ------------------------------------------------------------------ */
+
+static int rank_silent_peer(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    coll_config_t config = COLL_CONFIG_INITIALIZER;
+    coll_comm_t comm;
+    int32_t x = 0;
+    (void)arg;
+
+    config.timeout_ms = 1000;
+    RANK_OK(coll_comm_init_rank_config(&comm, nranks, id, rank, &config));
+    if (rank == 1) {
+        /* Silent for 3 s, then finds the communicator failed by rank 0. */
+        sleep(3);
+        coll_status_t st = coll_send(&x, 1, COLL_INT32, 0, 5, comm);
+        RANK_CHECK(st == COLL_ERR_PEER_FAILED && strstr(coll_get_last_error(comm), "rank 0 ("),
+                   "rank 1 got %s: %s", coll_status_str(st), coll_get_last_error(comm));
+        RANK_OK(coll_comm_destroy(comm));
+        return 0;
+    }
+    double t0 = harness_now();
+    coll_status_t st = coll_recv(&x, 1, COLL_INT32, 1, 5, comm);
+    double took = harness_now() - t0;
+    const char *msg = coll_get_last_error(comm);
+    RANK_CHECK(st == COLL_ERR_TIMEOUT, "recv returned %s", coll_status_str(st));
+    RANK_CHECK(took > 0.9 && took < 2.5, "timed out after %.2f s, expected about 1 s", took);
+    RANK_CHECK(strstr(msg, "rank 0: coll_recv") && strstr(msg, "rank 1 (") && strstr(msg, "receiving 4 "
+               "bytes") && strstr(msg, "tag 5"), "message lacks the rank, peer or operation: %s",
+               msg);
+    t0 = harness_now();
+    st = coll_send(&x, 1, COLL_INT32, 1, 6, comm);
+    RANK_CHECK(st == COLL_ERR_TIMEOUT && harness_now() - t0 < 0.1,
+               "a call after the timeout returned %s after %.2f s", coll_status_str(st),
+               harness_now() - t0);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_timeout_named)
+{
+    ck_assert_int_eq(harness_run(2, rank_silent_peer, NULL, 30), 0);
+}
+END_TEST
+
+/* coll_comm_set_timeout changes the deadline of later waits; the barrier
+ * names itself in the message. */
+static int rank_set_timeout(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    (void)arg;
+    RANK_OK(coll_comm_set_timeout(comm, 500));
+    if (rank == 2) {
+        sleep(2);
+        coll_comm_abort(comm);
+        return 0;
+    }
+    double t0 = harness_now();
+    coll_status_t st = coll_barrier(comm);
+    double took = harness_now() - t0;
+    /* Rank 0 or 1 times out first; the other may hear of it first. */
+    RANK_CHECK(st == COLL_ERR_TIMEOUT || st == COLL_ERR_PEER_FAILED, "barrier returned %s",
+               coll_status_str(st));
+    RANK_CHECK(took < 1.8, "barrier failed after %.2f s, expected about 0.5 s", took);
+    RANK_CHECK(strstr(coll_get_last_error(comm), "barrier #0"), "message does not name the "
+               "barrier: %s", coll_get_last_error(comm));
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_set_timeout)
+{
+    ck_assert_int_eq(harness_run(3, rank_set_timeout, NULL, 30), 0);
+}
+END_TEST
+
+/* ---- collrun names the dead rank -------------------------------------------------- */
+
+START_TEST(test_collrun_names_dead_rank)
+{
+    char cmd[1024], out[8192] = "";
+    const char *b = harness_build_dir();
+    size_t got = 0;
+
+    snprintf(cmd, sizeof(cmd), "%s/bin/collrun -n 4 %s/tests/helper_rank kill 2 2>&1", b, b);
+    double t0 = harness_now();
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    for (size_t n; (n = fread(out + got, 1, sizeof(out) - 1 - got, p)) > 0;)
+        got += n;
+    int st = pclose(p);
+    out[got] = '\0';
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "collrun exited %d:\n%s", st, out);
+    ck_assert_msg(strstr(out, "rank 2") && strstr(out, "signal 9"),
+                  "collrun output does not name rank 2 and its signal:\n%s", out);
+    ck_assert_msg(harness_now() - t0 < 20, "took %.1f s", harness_now() - t0);
+}
+END_TEST
+
+static Suite *fault_suite(void)
+{
+    Suite *s = suite_create("fault");
+    TCase *tc = tcase_create("fault");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_sigkill_named, 0, 3);
+    tcase_add_test(tc, test_timeout_named);
+    tcase_add_test(tc, test_set_timeout);
+    tcase_add_test(tc, test_collrun_names_dead_rank);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return harness_main(fault_suite());
+}
