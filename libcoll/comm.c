@@ -72,7 +72,7 @@ coll_status_t coll_comm_fail(struct coll_comm *comm, unsigned subsys, coll_statu
     snprintf(reason, sizeof(reason), "%s", comm->errmsg);
     comm_close_endpoints(comm, status, reason);
     if (comm->ev)
-        coll_evloop_wake(comm->ev);
+        coll_comm_wake_waiters(comm);
     return status;
 }
 
@@ -188,11 +188,33 @@ static coll_status_t first_error(int n, struct coll_request **reqs)
     return COLL_OK;
 }
 
+void coll_comm_wake_waiters(struct coll_comm *comm)
+{
+    if (comm->nfollowers > 0)
+        pthread_cond_broadcast(&comm->progress_cond);
+    if (comm->leader_asleep)
+        coll_evloop_wake(comm->ev);
+}
+
+/* Wait on cond for at most `ms` milliseconds (the condition variable
+ * uses CLOCK_MONOTONIC, see comm_alloc). */
+static void cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *lock, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(cond, lock, &ts);
+}
+
 coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request **reqs,
                              const char *what, int test_only)
 {
     uint64_t start = coll_time_ns(), spin_until = start + comm->spin_ns;
     struct coll_request *stalled;
+    coll_status_t st;
+    int lead = 0;
 
     for (int i = 0; i < n; i++) {
         struct coll_request *r = reqs[i];
@@ -202,26 +224,44 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
         }
     }
     for (;;) {
-        if (comm->state == COLL_COMM_LIVE || comm->state == COLL_COMM_INIT)
+        if (!comm->has_leader)
+            comm->has_leader = lead = 1;
+        if (lead && (comm->state == COLL_COMM_LIVE || comm->state == COLL_COMM_INIT))
             coll_comm_progress(comm);
-        if (scan_requests(comm, n, reqs, &stalled) == 0)
-            return comm->error != COLL_OK ? comm->error : first_error(n, reqs);
-        if (comm->state != COLL_COMM_LIVE && comm->state != COLL_COMM_INIT)
-            return comm->error != COLL_OK ? comm->error : COLL_ERR_ABORTED; /* not reached */
+        if (scan_requests(comm, n, reqs, &stalled) == 0) {
+            st = comm->error != COLL_OK ? comm->error : first_error(n, reqs);
+            break;
+        }
+        if (comm->state != COLL_COMM_LIVE && comm->state != COLL_COMM_INIT) {
+            st = comm->error != COLL_OK ? comm->error : COLL_ERR_ABORTED; /* not reached */
+            break;
+        }
         if (stalled) {
             fail_stalled(comm, stalled, what);
             continue; /* failing closed every endpoint: all requests are done */
         }
-        if (test_only)
-            return COLL_INPROGRESS;
-        if (coll_time_ns() < spin_until)
-            continue;
-        comm->nsleepers++;
-        pthread_mutex_unlock(&comm->lock);
-        coll_evloop_sleep(comm->ev, COLL_SLEEP_CAP_MS);
-        pthread_mutex_lock(&comm->lock);
-        comm->nsleepers--;
+        if (test_only) {
+            st = COLL_INPROGRESS;
+            break;
+        }
+        if (!lead) {
+            comm->nfollowers++;
+            cond_wait_ms(&comm->progress_cond, &comm->lock, COLL_SLEEP_CAP_MS);
+            comm->nfollowers--;
+        } else if (coll_time_ns() >= spin_until) {
+            comm->leader_asleep = 1;
+            pthread_mutex_unlock(&comm->lock);
+            coll_evloop_sleep(comm->ev, COLL_SLEEP_CAP_MS);
+            pthread_mutex_lock(&comm->lock);
+            comm->leader_asleep = 0;
+        }
     }
+    if (lead) {
+        comm->has_leader = 0;
+        if (comm->nfollowers > 0) /* one of them takes over */
+            pthread_cond_broadcast(&comm->progress_cond);
+    }
+    return st;
 }
 
 /* ---- creation --------------------------------------------------------------------- */
@@ -252,7 +292,12 @@ static coll_status_t comm_alloc(const coll_init_args_t *a, struct coll_comm **co
         return coll_error(COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "cannot allocate a communicator");
     comm->magic = COLL_COMM_MAGIC_LIVE;
     pthread_mutex_init(&comm->lock, NULL);
-    pthread_cond_init(&comm->idle, NULL);
+    pthread_condattr_t attr; /* timed waits use the monotonic clock */
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&comm->idle, &attr);
+    pthread_cond_init(&comm->progress_cond, &attr);
+    pthread_condattr_destroy(&attr);
     comm->state = COLL_COMM_INIT;
     comm->rank = a->rank;
     comm->nranks = a->nranks;
@@ -484,6 +529,7 @@ out:
         comm_teardown(comm);
         pthread_mutex_destroy(&comm->lock);
         pthread_cond_destroy(&comm->idle);
+        pthread_cond_destroy(&comm->progress_cond);
         free(comm);
     }
     return st;
@@ -556,7 +602,6 @@ coll_status_t coll_comm_abort(coll_comm_t comm)
 {
     coll_status_t st;
     uint64_t deadline;
-    struct timespec ts;
 
     if (comm && comm->magic == COLL_COMM_MAGIC_LIVE)
         __atomic_store_n(&comm->abort_requested, 1, __ATOMIC_RELEASE);
@@ -568,14 +613,8 @@ coll_status_t coll_comm_abort(coll_comm_t comm)
      * before the event loop they sleep in goes away. */
     deadline = coll_time_ns() + COLL_ABORT_WAIT_NS;
     while (comm->active_calls > 1 && coll_time_ns() < deadline) {
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 10000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        coll_evloop_wake(comm->ev);
-        pthread_cond_timedwait(&comm->idle, &comm->lock, &ts);
+        coll_comm_wake_waiters(comm);
+        cond_wait_ms(&comm->idle, &comm->lock, 10);
     }
     if (comm->active_calls > 1) {
         COLL_WARN(COLL_SUBSYS_INIT, "rank %d: abort: %d calls did not return within 5 s; "

@@ -4,8 +4,8 @@
  *
  * Locking: every public call enters the communicator (comm_enter), which
  * takes comm->lock and counts the call in comm->active_calls. The lock is
- * released only while a waiting thread sleeps in the event loop, so all
- * transport state is touched under it. A communicator handle is never
+ * released only while a waiting thread sleeps, so all transport state is
+ * touched under it. A communicator handle is never
  * freed: after destroy or abort it stays as a small tombstone whose magic
  * says DEAD, so a late call gets COLL_ERR_INVALID_COMM instead of a crash,
  * and a request that outlives its communicator can still be completed.
@@ -70,7 +70,13 @@ struct coll_comm {
     int niface;
     coll_peer_t *peers;            /* [nranks] */
 
-    int nsleepers;                 /* threads asleep in the event loop */
+    /* Waiting threads (leader/followers): one leader drives progress and
+     * sleeps in the event loop; the others wait on progress_cond, which
+     * releases the lock atomically, so no completion can be missed. */
+    int has_leader;
+    int leader_asleep;
+    int nfollowers;
+    pthread_cond_t progress_cond;  /* a request completed, or leadership is free */
     uint32_t coll_seq;             /* collectives started */
     uint32_t split_seq;
 
@@ -160,5 +166,7 @@ void coll_comm_progress(struct coll_comm *comm);
 coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request **reqs,
                              const char *what, int test_only);
 void coll_request_free(struct coll_request *req);
+/* A request completed: wake the threads that may be waiting for it. */
+void coll_comm_wake_waiters(struct coll_comm *comm);
 
 #endif /* COLL_COMM_H */

@@ -50,8 +50,7 @@ static void req_complete(coll_tp_req_t *tp, coll_status_t status)
     req->status = status;
     if (status < 0 && comm->error == COLL_OK)
         describe_failure(req, status);
-    if (comm->nsleepers > 0)
-        coll_evloop_wake(comm->ev); /* another thread may wait for this one */
+    coll_comm_wake_waiters(comm); /* another thread may wait for this one */
 }
 
 void coll_request_free(struct coll_request *req)
