@@ -134,7 +134,7 @@ test: deps-test
 test-build: $(TESTS) $(TEST_HELPERS)
 
 demo: deps-demo all
-	$(BUILD)/bin/collrun -n 4 --tag-output $(BUILD)/bin/exchange
+	$(BUILD)/bin/collrun -n 4 $(BUILD)/bin/exchange
 
 # ---- install ----------------------------------------------------------------------
 install: all

@@ -519,7 +519,7 @@ coll_status_t coll_comm_init_internal(const coll_init_args_t *a, struct coll_com
     register_handle(comm);
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d/%d: communicator %p ready in %.1f ms (%s; interface %s "
               "%s)", a->rank, a->nranks, (void *)comm, (double)(coll_time_ns() - t0) * 1e-6,
-              a->how, comm->ifname, coll_addr_str(&comm->local_addr, addr));
+              a->how, comm->ifname, coll_addr_host(&comm->local_addr, addr));
     *comm_p = comm;
 out:
     if (root)

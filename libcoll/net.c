@@ -23,20 +23,30 @@
 #include "param.h"
 #include "sha256.h"
 
-const char *coll_addr_str(const coll_addr_t *addr, char buf[COLL_ADDRSTR_LEN])
+const char *coll_addr_host(const coll_addr_t *addr, char buf[COLL_ADDRSTR_LEN])
 {
-    char host[INET6_ADDRSTRLEN] = "?";
     const struct sockaddr *sa = (const struct sockaddr *)&addr->ss;
 
-    if (sa->sa_family == AF_INET) {
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, host, sizeof(host));
+    snprintf(buf, COLL_ADDRSTR_LEN, "(no address)");
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, COLL_ADDRSTR_LEN);
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, COLL_ADDRSTR_LEN);
+    return buf;
+}
+
+const char *coll_addr_str(const coll_addr_t *addr, char buf[COLL_ADDRSTR_LEN])
+{
+    char host[COLL_ADDRSTR_LEN];
+    int family = addr->ss.ss_family;
+
+    coll_addr_host(addr, host);
+    if (family == AF_INET)
         snprintf(buf, COLL_ADDRSTR_LEN, "%s:%d", host, coll_addr_port(addr));
-    } else if (sa->sa_family == AF_INET6) {
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, host, sizeof(host));
+    else if (family == AF_INET6)
         snprintf(buf, COLL_ADDRSTR_LEN, "[%s]:%d", host, coll_addr_port(addr));
-    } else {
-        snprintf(buf, COLL_ADDRSTR_LEN, "(no address)");
-    }
+    else
+        snprintf(buf, COLL_ADDRSTR_LEN, "%s", host);
     return buf;
 }
 
@@ -307,6 +317,7 @@ coll_status_t coll_sock_connect_start(const coll_addr_t *addr, int *fd_p)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_SYSTEM, "socket() failed: %s",
                           strerror(errno));
     coll_sock_tune(fd);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)); /* see tcp_iface_open */
     if (connect(fd, (const struct sockaddr *)&addr->ss, addr->len) != 0 &&
         errno != EINPROGRESS) {
         int err = errno;

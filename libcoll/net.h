@@ -23,6 +23,8 @@ typedef struct coll_addr {
 #define COLL_WIRE_ADDR_BYTES 20
 
 const char *coll_addr_str(const coll_addr_t *addr, char buf[COLL_ADDRSTR_LEN]);
+/* The host part only: "10.0.0.1" or "fd00::2". */
+const char *coll_addr_host(const coll_addr_t *addr, char buf[COLL_ADDRSTR_LEN]);
 int coll_addr_port(const coll_addr_t *addr);
 void coll_addr_set_port(coll_addr_t *addr, int port);
 int coll_addr_is_loopback(const coll_addr_t *addr);

@@ -119,7 +119,9 @@ static coll_status_t tcp_iface_open(const coll_tp_params_t *params, coll_tp_ifac
         st = coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "cannot allocate tcp endpoints");
         goto err;
     }
-    COLL_CHECK_GOTO(coll_sock_listen(params->local_addr, 0, &iface->listen_fd, &iface->addr),
+    /* SO_REUSEADDR here and on connecting sockets: our connections' TIME_WAIT
+     * remnants must not keep a later job's bootstrap root off its port. */
+    COLL_CHECK_GOTO(coll_sock_listen(params->local_addr, 1, &iface->listen_fd, &iface->addr),
                     st, err);
     COLL_CHECK_GOTO(coll_evloop_add(params->evloop, &iface->listen_src, iface->listen_fd,
                                     EPOLLIN, listen_handler, iface),

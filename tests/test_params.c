@@ -1,0 +1,228 @@
+/*
+ * test_params.c: the COLL_* variables and logging. Parsers accept exactly
+ * the documented forms; every variable is listed in docs/env.md; the log
+ * honours its level, subsystem filter and file; SHA-256 and HMAC match
+ * published vectors (the bootstrap's security rests on them).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "harness.h"
+#include "log.h"
+#include "param.h"
+#include "sha256.h"
+
+START_TEST(test_parse_duration)
+{
+    static const struct {
+        const char *text;
+        uint64_t ns;
+    } ok[] = {
+        {"300", 300000000000ull}, {"300s", 300000000000ull}, {"1500ms", 1500000000ull},
+        {"20us", 20000ull},       {"5m", 300000000000ull},   {"1h", 3600000000000ull},
+        {"0.5s", 500000000ull},   {"0", 0},
+    };
+    static const char *bad[] = {"", "abc", "-5s", "10 s", "5x", "s", "1e400", " 5"};
+    uint64_t v;
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        ck_assert_msg(coll_parse_duration_ns(ok[i].text, &v) == 0, "rejected '%s'", ok[i].text);
+        ck_assert_msg(v == ok[i].ns, "'%s' -> %llu", ok[i].text, (unsigned long long)v);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(coll_parse_duration_ns(bad[i], &v) != 0, "accepted '%s'", bad[i]);
+}
+END_TEST
+
+START_TEST(test_parse_size_int_bool)
+{
+    size_t sz;
+    int64_t i;
+    int b;
+    ck_assert(coll_parse_size("64K", &sz) == 0 && sz == 65536);
+    ck_assert(coll_parse_size("4MiB", &sz) == 0 && sz == 4u << 20);
+    ck_assert(coll_parse_size("1G", &sz) == 0 && sz == 1u << 30);
+    ck_assert(coll_parse_size("100", &sz) == 0 && sz == 100);
+    ck_assert(coll_parse_size("12Q", &sz) != 0);
+    ck_assert(coll_parse_size("-1", &sz) != 0);
+    ck_assert(coll_parse_int("-42", &i) == 0 && i == -42);
+    ck_assert(coll_parse_int("42x", &i) != 0);
+    ck_assert(coll_parse_int("", &i) != 0);
+    ck_assert(coll_parse_int("99999999999999999999", &i) != 0);
+    ck_assert(coll_parse_bool("yes", &b) == 0 && b == 1);
+    ck_assert(coll_parse_bool("OFF", &b) == 0 && b == 0);
+    ck_assert(coll_parse_bool("maybe", &b) != 0);
+}
+END_TEST
+
+/* A malformed value is an error that names the variable and its default. */
+START_TEST(test_param_errors)
+{
+    uint64_t ns;
+    setenv("COLL_TIMEOUT", "soon", 1);
+    ck_assert_int_eq(coll_param_duration_ns(COLL_PARAM_TIMEOUT, &ns), COLL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(coll_get_last_error(NULL), "COLL_TIMEOUT='soon'"));
+    ck_assert_ptr_nonnull(strstr(coll_get_last_error(NULL), "default 300s"));
+    unsetenv("COLL_TIMEOUT");
+    ck_assert_int_eq(coll_param_duration_ns(COLL_PARAM_TIMEOUT, &ns), COLL_OK);
+    ck_assert(ns == 300000000000ull);
+}
+END_TEST
+
+/* Every variable of the table appears in docs/env.md with its default. */
+START_TEST(test_env_doc_complete)
+{
+    FILE *f = fopen("docs/env.md", "r");
+    static char doc[1 << 16];
+    size_t n;
+    ck_assert_msg(f != NULL, "docs/env.md is missing (run the tests from the repository root)");
+    n = fread(doc, 1, sizeof(doc) - 1, f);
+    fclose(f);
+    doc[n] = '\0';
+    for (int i = 0; i < COLL_PARAM_COUNT; i++) {
+        const coll_param_info_t *p = coll_param_info((coll_param_id_t)i);
+        char row[128];
+        snprintf(row, sizeof(row), "`%s` |", p->name);
+        ck_assert_msg(strstr(doc, row), "docs/env.md does not list %s", p->name);
+        snprintf(row, sizeof(row), "`%s`", p->default_value[0] ? p->default_value : "(empty)");
+        ck_assert_msg(strstr(strstr(doc, p->name), row), "docs/env.md has the wrong default for "
+                      "%s (expected %s)", p->name, row);
+    }
+}
+END_TEST
+
+/* ---- logging ------------------------------------------------------------- */
+
+static int count_in_file(const char *path, const char *needle)
+{
+    char line[2048];
+    int n = 0;
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof(line), f))
+        n += strstr(line, needle) != NULL;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* Logging is configured once per process: each case runs in a child. */
+static int log_child(const char *level, const char *subsys, const char *file)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("COLL_DEBUG", level, 1);
+        setenv("COLL_DEBUG_SUBSYS", subsys, 1);
+        setenv("COLL_DEBUG_FILE", file, 1);
+        COLL_WARN(COLL_SUBSYS_NET, "net warning %d", 1);
+        COLL_INFO(COLL_SUBSYS_NET, "net info %d", 2);
+        COLL_INFO(COLL_SUBSYS_BOOT, "boot info %d", 3);
+        COLL_TRACE(COLL_SUBSYS_BOOT, "boot trace %d", 4);
+        _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+START_TEST(test_log_filters)
+{
+    char dir[] = "/tmp/libcoll_log_XXXXXX", path[256], pattern[256];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(pattern, sizeof(pattern), "%s/log.%%p", dir);
+
+    /* INFO, all subsystems: warning and both infos, no trace */
+    ck_assert(log_child("INFO", "ALL", pattern));
+    FILE *ls = NULL;
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "ls %s/log.*", dir);
+    ls = popen(cmd, "r");
+    ck_assert_ptr_nonnull(fgets(path, sizeof(path), ls)); /* %p became the pid */
+    pclose(ls);
+    path[strcspn(path, "\n")] = '\0';
+    ck_assert_int_eq(count_in_file(path, "net warning 1"), 1);
+    ck_assert_int_eq(count_in_file(path, "net info 2"), 1);
+    ck_assert_int_eq(count_in_file(path, "boot info 3"), 1);
+    ck_assert_int_eq(count_in_file(path, "boot trace 4"), 0);
+    ck_assert_int_eq(count_in_file(path, "libcoll INFO BOOT"), 1);
+    unlink(path);
+
+    /* only BOOT, at TRACE: the trace line carries its source location */
+    snprintf(path, sizeof(path), "%s/boot.log", dir);
+    ck_assert(log_child("TRACE", "BOOT", path));
+    ck_assert_int_eq(count_in_file(path, "net "), 0);
+    ck_assert_int_eq(count_in_file(path, "boot trace 4 (tests/test_params.c:"), 1);
+    unlink(path);
+
+    /* ^NET excludes NET; NONE silences everything */
+    snprintf(path, sizeof(path), "%s/nonet.log", dir);
+    ck_assert(log_child("INFO", "^NET", path));
+    ck_assert_int_eq(count_in_file(path, "net "), 0);
+    ck_assert_int_eq(count_in_file(path, "boot info 3"), 1);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/none.log", dir);
+    ck_assert(log_child("NONE", "ALL", path));
+    ck_assert_int_eq(count_in_file(path, "net warning"), 0);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+/* ---- SHA-256 / HMAC ----------------------------------------------------------- */
+
+static void hex(const uint8_t *d, char *out)
+{
+    for (int i = 0; i < 32; i++)
+        sprintf(out + 2 * i, "%02x", d[i]);
+}
+
+START_TEST(test_sha256_vectors)
+{
+    uint8_t d[32], key[20];
+    char h[65];
+    static char million[1000000];
+
+    coll_sha256("abc", 3, d);
+    hex(d, h);
+    ck_assert_str_eq(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    coll_sha256("", 0, d);
+    hex(d, h);
+    ck_assert_str_eq(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    memset(million, 'a', sizeof(million));
+    coll_sha256(million, sizeof(million), d);
+    hex(d, h);
+    ck_assert_str_eq(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    /* RFC 4231 test case 1 */
+    memset(key, 0x0b, sizeof(key));
+    const void *parts[] = {"Hi ", "There"};
+    size_t lens[] = {3, 5};
+    coll_hmac_sha256(key, sizeof(key), parts, lens, 2, d);
+    hex(d, h);
+    ck_assert_str_eq(h, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+    /* RFC 4231 test case 2: key "Jefe" */
+    const void *p2[] = {"what do ya want for nothing?"};
+    size_t l2[] = {28};
+    coll_hmac_sha256("Jefe", 4, p2, l2, 1, d);
+    hex(d, h);
+    ck_assert_str_eq(h, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+END_TEST
+
+static Suite *params_suite(void)
+{
+    Suite *s = suite_create("params");
+    TCase *tc = tcase_create("params");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_parse_duration);
+    tcase_add_test(tc, test_parse_size_int_bool);
+    tcase_add_test(tc, test_param_errors);
+    tcase_add_test(tc, test_env_doc_complete);
+    tcase_add_test(tc, test_log_filters);
+    tcase_add_test(tc, test_sha256_vectors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return harness_main(params_suite());
+}
