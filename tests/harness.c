@@ -19,6 +19,35 @@ double harness_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+int harness_sh(const char *cmd, char *out, size_t outlen)
+{
+    char sink[4096];
+    size_t got = 0;
+    FILE *p = popen(cmd, "r");
+
+    ck_assert_msg(p != NULL, "popen(%s) failed", cmd);
+    for (size_t n; (n = fread(out ? out + got : sink, 1, out ? outlen - 1 - got : sizeof(sink),
+                              p)) > 0;)
+        if (out)
+            got += n;
+    if (out)
+        out[got] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int harness_count_lines(const char *path, const char *needle)
+{
+    char line[4096];
+    int n = 0;
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof(line), f))
+        n += strstr(line, needle) != NULL;
+    if (f)
+        fclose(f);
+    return n;
+}
+
 const char *harness_build_dir(void)
 {
     const char *b = getenv("COLL_TEST_BUILD");

@@ -42,6 +42,14 @@ coll_comm_t harness_init(int rank, int nranks, const coll_unique_id_t *id);
 /* Directory with the built binaries (COLL_TEST_BUILD, default "build"). */
 const char *harness_build_dir(void);
 
+/* Run a shell command, capture its output (stdout; add 2>&1 for stderr)
+ * into out, NUL-terminated; out may be NULL. Returns the exit status, or
+ * -1 if it did not exit normally. */
+int harness_sh(const char *cmd, char *out, size_t outlen);
+
+/* Lines of the file at `path` that contain `needle` (0 if unreadable). */
+int harness_count_lines(const char *path, const char *needle);
+
 /* Seconds since an arbitrary point (monotonic). */
 double harness_now(void);
 

@@ -175,16 +175,10 @@ static void run_launcher(const char *launcher, int nranks)
 {
     char cmd[1024], out[8192] = "";
     const char *b = harness_build_dir();
-    size_t got = 0;
 
     snprintf(cmd, sizeof(cmd), "%s -n %d %s/tests/helper_rank exchange 2>&1", launcher, nranks, b);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    for (size_t n; (n = fread(out + got, 1, sizeof(out) - 1 - got, p)) > 0;)
-        got += n;
-    int st = pclose(p);
-    out[got] = '\0';
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s exited %d:\n%s", cmd, st, out);
+    int st = harness_sh(cmd, out, sizeof(out));
+    ck_assert_msg(st == 0, "%s exited %d:\n%s", cmd, st, out);
     for (int r = 0; r < nranks; r++) {
         char want[64];
         snprintf(want, sizeof(want), "ok rank %d of %d", r, nranks);

@@ -182,17 +182,11 @@ START_TEST(test_collrun_names_dead_rank)
 {
     char cmd[1024], out[8192] = "";
     const char *b = harness_build_dir();
-    size_t got = 0;
 
     snprintf(cmd, sizeof(cmd), "%s/bin/collrun -n 4 %s/tests/helper_rank kill 2 2>&1", b, b);
     double t0 = harness_now();
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    for (size_t n; (n = fread(out + got, 1, sizeof(out) - 1 - got, p)) > 0;)
-        got += n;
-    int st = pclose(p);
-    out[got] = '\0';
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "collrun exited %d:\n%s", st, out);
+    int st = harness_sh(cmd, out, sizeof(out));
+    ck_assert_msg(st > 0, "collrun exited %d:\n%s", st, out);
     ck_assert_msg(strstr(out, "rank 2") && strstr(out, "signal 9"),
                   "collrun output does not name rank 2 and its signal:\n%s", out);
     ck_assert_msg(harness_now() - t0 < 20, "took %.1f s", harness_now() - t0);

@@ -7,7 +7,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "harness.h"
 
@@ -25,25 +24,6 @@ static const char program[] =
     "    return 0;\n"
     "}\n";
 
-/* Run a shell command; its output goes to `out` (may be NULL). */
-static int sh(const char *cmd, char *out, size_t outlen)
-{
-    FILE *p = popen(cmd, "r");
-    size_t got = 0;
-    ck_assert_ptr_nonnull(p);
-    if (out) {
-        for (size_t n; got + 1 < outlen && (n = fread(out + got, 1, outlen - 1 - got, p)) > 0;)
-            got += n;
-        out[got] = '\0';
-    } else {
-        char sink[4096];
-        while (fread(sink, 1, sizeof(sink), p) > 0)
-            ;
-    }
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 START_TEST(test_install_and_link)
 {
     char dir[] = "/tmp/libcoll_install_XXXXXX", cmd[2048], out[8192];
@@ -51,7 +31,7 @@ START_TEST(test_install_and_link)
 
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(cmd, sizeof(cmd), "make -s install BUILD=%s PREFIX=%s/prefix 2>&1", b, dir);
-    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "make install failed:\n%s", out);
+    ck_assert_msg(harness_sh(cmd, out, sizeof(out)) == 0, "make install failed:\n%s", out);
 
     snprintf(cmd, sizeof(cmd), "%s/prog.c", dir);
     FILE *f = fopen(cmd, "w");
@@ -64,13 +44,13 @@ START_TEST(test_install_and_link)
              "cd %s && PKG_CONFIG_PATH=%s/prefix/lib/pkgconfig cc -Wall -Werror prog.c -o prog "
              "$(PKG_CONFIG_PATH=%s/prefix/lib/pkgconfig pkg-config --cflags --libs libcoll) 2>&1",
              dir, dir, dir);
-    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "shared build failed:\n%s", out);
+    ck_assert_msg(harness_sh(cmd, out, sizeof(out)) == 0, "shared build failed:\n%s", out);
     snprintf(cmd, sizeof(cmd), "cd %s && LD_LIBRARY_PATH=%s/prefix/lib ldd prog | grep -c "
              "'libcoll.so.0 => %s/prefix/lib'", dir, dir, dir);
-    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "prog does not use the installed libcoll.so");
+    ck_assert_msg(harness_sh(cmd, out, sizeof(out)) == 0, "prog does not use the installed libcoll.so");
     snprintf(cmd, sizeof(cmd), "cd %s && LD_LIBRARY_PATH=%s/prefix/lib %s/prefix/bin/collrun -n 3 "
              "./prog 2>&1", dir, dir, dir);
-    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "shared run failed:\n%s", out);
+    ck_assert_msg(harness_sh(cmd, out, sizeof(out)) == 0, "shared run failed:\n%s", out);
     for (int r = 0; r < 3; r++) {
         char want[32];
         snprintf(want, sizeof(want), "installed ok %d", r);
@@ -82,15 +62,15 @@ START_TEST(test_install_and_link)
              "%s/prefix/lib/libcoll.a $(PKG_CONFIG_PATH=%s/prefix/lib/pkgconfig pkg-config "
              "--static --libs-only-other libcoll) 2>&1 && %s/prefix/bin/collrun -n 2 ./prog_static "
              "2>&1", dir, dir, dir, dir, dir);
-    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "static build or run failed:\n%s", out);
+    ck_assert_msg(harness_sh(cmd, out, sizeof(out)) == 0, "static build or run failed:\n%s", out);
 
     /* only the public API is exported */
     snprintf(cmd, sizeof(cmd), "nm -D --defined-only %s/prefix/lib/libcoll.so | awk '{print $3}' "
              "| grep -v '^coll_'", dir);
-    ck_assert_msg(sh(cmd, out, sizeof(out)) != 0, "libcoll.so exports internal symbols:\n%s", out);
+    ck_assert_msg(harness_sh(cmd, out, sizeof(out)) != 0, "libcoll.so exports internal symbols:\n%s", out);
 
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    sh(cmd, NULL, 0);
+    harness_sh(cmd, NULL, 0);
 }
 END_TEST
 

@@ -93,18 +93,6 @@ END_TEST
 
 /* ---- logging ------------------------------------------------------------- */
 
-static int count_in_file(const char *path, const char *needle)
-{
-    char line[2048];
-    int n = 0;
-    FILE *f = fopen(path, "r");
-    while (f && fgets(line, sizeof(line), f))
-        n += strstr(line, needle) != NULL;
-    if (f)
-        fclose(f);
-    return n;
-}
-
 /* Logging is configured once per process: each case runs in a child. */
 static int log_child(const char *level, const char *subsys, const char *file)
 {
@@ -139,29 +127,29 @@ START_TEST(test_log_filters)
     ck_assert_ptr_nonnull(fgets(path, sizeof(path), ls)); /* %p became the pid */
     pclose(ls);
     path[strcspn(path, "\n")] = '\0';
-    ck_assert_int_eq(count_in_file(path, "net warning 1"), 1);
-    ck_assert_int_eq(count_in_file(path, "net info 2"), 1);
-    ck_assert_int_eq(count_in_file(path, "boot info 3"), 1);
-    ck_assert_int_eq(count_in_file(path, "boot trace 4"), 0);
-    ck_assert_int_eq(count_in_file(path, "libcoll INFO BOOT"), 1);
+    ck_assert_int_eq(harness_count_lines(path, "net warning 1"), 1);
+    ck_assert_int_eq(harness_count_lines(path, "net info 2"), 1);
+    ck_assert_int_eq(harness_count_lines(path, "boot info 3"), 1);
+    ck_assert_int_eq(harness_count_lines(path, "boot trace 4"), 0);
+    ck_assert_int_eq(harness_count_lines(path, "libcoll INFO BOOT"), 1);
     unlink(path);
 
     /* only BOOT, at TRACE: the trace line carries its source location */
     snprintf(path, sizeof(path), "%s/boot.log", dir);
     ck_assert(log_child("TRACE", "BOOT", path));
-    ck_assert_int_eq(count_in_file(path, "net "), 0);
-    ck_assert_int_eq(count_in_file(path, "boot trace 4 (tests/test_params.c:"), 1);
+    ck_assert_int_eq(harness_count_lines(path, "net "), 0);
+    ck_assert_int_eq(harness_count_lines(path, "boot trace 4 (tests/test_params.c:"), 1);
     unlink(path);
 
     /* ^NET excludes NET; NONE silences everything */
     snprintf(path, sizeof(path), "%s/nonet.log", dir);
     ck_assert(log_child("INFO", "^NET", path));
-    ck_assert_int_eq(count_in_file(path, "net "), 0);
-    ck_assert_int_eq(count_in_file(path, "boot info 3"), 1);
+    ck_assert_int_eq(harness_count_lines(path, "net "), 0);
+    ck_assert_int_eq(harness_count_lines(path, "boot info 3"), 1);
     unlink(path);
     snprintf(path, sizeof(path), "%s/none.log", dir);
     ck_assert(log_child("NONE", "ALL", path));
-    ck_assert_int_eq(count_in_file(path, "net warning"), 0);
+    ck_assert_int_eq(harness_count_lines(path, "net warning"), 0);
     unlink(path);
     rmdir(dir);
 }
