@@ -17,8 +17,10 @@ BUILD      ?= build
 VERSION := $(shell awk '/define COLL_VERSION_(MAJOR|MINOR|PATCH)/ {v = v sep $$3; sep = "."} END {print v}' libcoll/coll.h)
 SOVERSION := $(firstword $(subst ., ,$(VERSION)))
 
+WARN    := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes
 # Messages are cut to fixed buffers on purpose: truncation is not a bug here.
-WARN    := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Wno-format-truncation
+WARN    += $(shell $(CC) -Werror -Wno-format-truncation -x c -c /dev/null -o /dev/null \
+                    2>/dev/null && echo -Wno-format-truncation)
 ifeq ($(WERROR),1)
 WARN    += -Werror
 endif

@@ -27,6 +27,9 @@ static struct coll_comm *handles;
 /* ---- errors ---------------------------------------------------------------- */
 
 static void comm_vrecord(struct coll_comm *comm, unsigned subsys, coll_status_t status,
+                         const char *fmt, va_list ap) COLL_PRINTF(4, 0);
+
+static void comm_vrecord(struct coll_comm *comm, unsigned subsys, coll_status_t status,
                          const char *fmt, va_list ap)
 {
     char msg[COLL_ERRMSG_LEN];

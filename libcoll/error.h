@@ -18,7 +18,7 @@
 coll_status_t coll_error(unsigned subsys, coll_status_t status,
                                      const char *fmt, ...) COLL_PRINTF(3, 4);
 coll_status_t coll_verror(unsigned subsys, coll_status_t status,
-                                      const char *fmt, va_list ap);
+                                      const char *fmt, va_list ap) COLL_PRINTF(3, 0);
 /* Store a message as the thread's last error without logging it (used
  * when the message was already logged where it started). */
 void coll_error_set_thread(const char *msg);

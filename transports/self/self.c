@@ -101,8 +101,7 @@ static void self_deliver(coll_tp_req_t *recv, const void *src, size_t len)
         recv->complete(recv, COLL_ERR_SIZE_MISMATCH);
         return;
     }
-    if (len)
-        memcpy(recv->buf, src, len);
+    coll_copy(recv->buf, src, len);
     recv->bytes_done = len;
     recv->complete(recv, COLL_OK);
 }
@@ -131,7 +130,7 @@ static coll_status_t self_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
             return coll_error(COLL_SUBSYS_P2P, COLL_ERR_NO_MEMORY,
                               "cannot buffer a %zu-byte self message", req->len);
         }
-        memcpy(ux->data, req->buf, req->len);
+        coll_copy(ux->data, req->buf, req->len);
         coll_list_push_back(&ep->match.unexpected, &ux->link);
         req->bytes_done = req->len;
         req->complete(req, COLL_OK);

@@ -76,7 +76,7 @@ coll_status_t tcp_tx_control(tcp_ep_t *ep, const tcp_hdr_t *h, const void *paylo
     tcp_tx_t *tx = malloc(sizeof(*tx) + len);
     if (!tx)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "cannot queue a control frame");
-    memcpy(tx + 1, payload, len);
+    coll_copy(tx + 1, payload, len);
     tx_init(tx, h, tx + 1, len, NULL);
     tx->heap = 1;
     tcp_tx_enqueue(ep, tx);
@@ -397,7 +397,7 @@ static void on_payload_done(tcp_ep_t *ep)
         coll_tp_req_t *late = coll_match_take_posted(&ep->match, ux->tag);
         if (late) {
             if (late->len == ux->len) {
-                memcpy(late->buf, ux->data, ux->len);
+                coll_copy(late->buf, ux->data, ux->len);
                 late->bytes_done = ux->len;
                 late->complete(late, COLL_OK);
             } else {
@@ -496,7 +496,7 @@ coll_status_t tcp_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
     }
     if (ux->data) {
         if (ux->len == req->len) {
-            memcpy(req->buf, ux->data, ux->len);
+            coll_copy(req->buf, ux->data, ux->len);
             req->bytes_done = ux->len;
             req->complete(req, COLL_OK);
         } else {
