@@ -53,6 +53,7 @@ LIB_SRCS := $(wildcard libcoll/*.c) transports/transport.c \
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOLS    := $(BUILD)/bin/collrun $(BUILD)/bin/collinfo
 EXAMPLES := $(BUILD)/bin/exchange
+BENCHES  := $(patsubst bench/%.c,$(BUILD)/bin/%,$(wildcard bench/*.c))
 TEST_SRCS := $(wildcard tests/test_*.c)
 TESTS    := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 TEST_HELPERS := $(BUILD)/tests/helper_rank
@@ -63,7 +64,7 @@ STLIB := $(BUILD)/lib/libcoll.a
 .PHONY: all lib tools config install uninstall test demo clean deps-test deps-demo
 .DEFAULT_GOAL := all
 
-all: config lib tools $(EXAMPLES)
+all: config lib tools $(EXAMPLES) $(BENCHES)
 
 config:
 	@echo "libcoll $(VERSION): optional dependencies"
@@ -99,6 +100,11 @@ $(BUILD)/bin/%: tools/%.c $(STLIB)
 	@mkdir -p $(dir $@)
 	$(call say,LINK,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(STLIB) $(LDLIBS)
+
+$(BUILD)/bin/%: bench/%.c $(STLIB)
+	@mkdir -p $(dir $@)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(STLIB) $(LDLIBS) -lm
 
 $(BUILD)/bin/%: examples/%.c $(STLIB)
 	@mkdir -p $(dir $@)
