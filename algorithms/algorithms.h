@@ -1,15 +1,122 @@
 /*
  * algorithms.h: collective algorithms, one file each, written only against
- * the point-to-point layer of comm.h (coll_p2p_isend/irecv/waitall). They
- * run with the communicator entered (its lock held) and use wire tags in
- * the COLL context with the collective's sequence number, so concurrent
- * or back-to-back collectives never match each other's messages.
+ * the schedule interface of schedule.h (which is itself built on the
+ * communicator's point-to-point layer). An algorithm builds the steps of
+ * one call; it never touches sockets, and it reads only the call's
+ * arguments, this rank and the number of ranks.
+ *
+ * Each algorithm is registered in registry.c with the restrictions under
+ * which it runs and its alpha-beta-gamma cost:
+ *   alpha  seconds per message (latency and per-message overhead)
+ *   beta   seconds per byte on a link
+ *   gamma  seconds per byte reduced locally
+ * The cheapest usable algorithm runs unless COLL_ALGO names one.
  */
 #ifndef COLL_ALGORITHMS_H
 #define COLL_ALGORITHMS_H
 
-#include "comm.h"
+#include "schedule.h"
 
-coll_status_t coll_algo_barrier_dissemination(struct coll_comm *comm, uint32_t seq);
+/* Inputs of a cost formula. */
+typedef struct coll_cost_in {
+    double p;       /* ranks */
+    double n;       /* bytes of the vector the formula's header names */
+    double alpha, beta, gamma;
+    double chunk;   /* pipeline chunk, bytes */
+} coll_cost_in_t;
+
+typedef struct coll_algo {
+    coll_coll_t coll;
+    const char *name;
+    /* Add the steps of this call to s. */
+    void (*build)(coll_sched_t *s);
+    /* NULL: always usable. Else 0 when it cannot run this call, with a
+     * reason for COLL_ALGO users. */
+    int (*usable)(const coll_args_t *a, int nranks, const char **why);
+    /* Predicted seconds. */
+    double (*cost)(const coll_cost_in_t *c);
+} coll_algo_t;
+
+/* The registry (registry.c). */
+const coll_algo_t *coll_algo_table(int *count_p);
+const coll_algo_t *coll_algo_find(coll_coll_t coll, const char *name);
+/* Parse COLL_ALGO ("allreduce:ring,bcast:binomial") into forced[coll]
+ * (NULL where nothing is forced). */
+coll_status_t coll_algo_parse_forced(const char *spec, const coll_algo_t *forced[COLL_NUM_COLLS]);
+/* Choose the algorithm for a call (forced, checked, or cheapest). */
+coll_status_t coll_algo_select(struct coll_comm *comm, const coll_args_t *a,
+                               const coll_algo_t **algo_p);
+
+/* ---- helpers shared by algorithms ---------------------------------------- */
+
+/* Block b of `count` elements split into p blocks: the first count % p
+ * blocks hold one element more. */
+static inline size_t coll_block_count(size_t count, int p, int b)
+{
+    return count / (size_t)p + ((size_t)b < count % (size_t)p);
+}
+
+static inline size_t coll_block_offset(size_t count, int p, int b)
+{
+    size_t base = count / (size_t)p, extra = count % (size_t)p;
+    return (size_t)b * base + ((size_t)b < extra ? (size_t)b : extra);
+}
+
+static inline int coll_pow2_floor(int p)
+{
+    int q = 1;
+    while (q * 2 <= p)
+        q *= 2;
+    return q;
+}
+
+static inline double coll_log2(double p)
+{
+    int k = 0;
+    while ((1 << k) < (int)p)
+        k++;
+    return k; /* ceil(log2 p) */
+}
+
+/* Folding for recursive algorithms on p ranks that are not a power of
+ * two: with p2 the largest power of two <= p and rem = p - p2, ranks
+ * 2i and 2i+1 (i < rem) pair up: the even one gives its data to the odd one
+ * and sits out; the odd ones and the ranks >= 2 rem take part as virtual
+ * ranks 0 .. p2-1. Consecutive virtual ranks map to consecutive real ranks,
+ * so a block of virtual ranks is a contiguous range of real ranks. */
+static inline int coll_fold_vrank(int r, int rem)
+{
+    return r < 2 * rem ? (r % 2 ? r / 2 : -1) : r - rem;
+}
+
+/* The real rank that plays virtual rank v. */
+static inline int coll_fold_rank(int v, int rem)
+{
+    return v < rem ? 2 * v + 1 : v + rem;
+}
+
+/* First real rank whose data virtual rank v holds after folding. */
+static inline int coll_fold_first(int v, int rem)
+{
+    return v < rem ? 2 * v : v + rem;
+}
+
+/* Elements per pipeline chunk for this call (COLL_PIPELINE_CHUNK). */
+size_t coll_chunk_elems(const coll_args_t *a);
+/* Seconds per byte of the reduction kernel (measured once). */
+double coll_reduce_gamma(void);
+
+/* Byte pointer arithmetic on user buffers. */
+#define COLL_PTR(buf, elems, esize) ((void *)((char *)(buf) + (elems) * (esize)))
+
+/* ---- the algorithms --------------------------------------------------------- */
+
+void coll_barrier_dissemination(coll_sched_t *s);
+
+void coll_allreduce_naive(coll_sched_t *s);
+void coll_allreduce_ring(coll_sched_t *s);
+void coll_allreduce_parallel(coll_sched_t *s);
+void coll_allreduce_butterfly(coll_sched_t *s);
+void coll_allreduce_recursive_doubling(coll_sched_t *s);
 
 #endif /* COLL_ALGORITHMS_H */

@@ -20,6 +20,7 @@
 
 #define JOIN_BACKOFF_MIN_NS (10 * 1000000ull)
 #define JOIN_BACKOFF_MAX_NS (200 * 1000000ull)
+#define JOIN_REPORT_GRACE_NS (2000 * 1000000ull)
 
 static int aborted(const int *abort_flag)
 {
@@ -146,7 +147,10 @@ static coll_status_t join_read_reply(join_ctx_t *j, int fd)
     uint32_t type = 0, len = 0;
     size_t cap;
 
-    st = coll_sock_io_deadline(fd, hdr, sizeof(hdr), 0, j->deadline_ns, j->abort_flag);
+    /* Wait a little past our own deadline: the root's report of who is
+     * missing is sent at the root's deadline and names the real culprit. */
+    st = coll_sock_io_deadline(fd, hdr, sizeof(hdr), 0, j->deadline_ns + JOIN_REPORT_GRACE_NS,
+                               j->abort_flag);
     if (st == COLL_OK) {
         type = coll_load_u32(hdr);
         len = coll_load_u32(hdr + 4);

@@ -247,13 +247,14 @@ static void conn_after_handshake(root_conn_t *c, coll_status_t st)
         char peer[COLL_ADDRSTR_LEN], why[sizeof(c->hs.errmsg)];
         snprintf(peer, sizeof(peer), "%s", c->hs.peer);
         snprintf(why, sizeof(why), "%s", c->hs.errmsg);
+        /* logged before the close, so the line exists once the peer sees EOF */
+        if (st != COLL_ERR_VERSION_MISMATCH)
+            COLL_WARN(COLL_SUBSYS_BOOT, "bootstrap root %s: dropped connection from %s: %s",
+                      root->addr_str, peer, why);
         conn_free(c);
         /* A version mismatch from a real rank dooms the job: say so to all. */
         if (st == COLL_ERR_VERSION_MISMATCH)
             root_fail(root, st, "a rank at %s: %s", peer, why);
-        else
-            COLL_WARN(COLL_SUBSYS_BOOT, "bootstrap root %s: dropped connection from %s: %s",
-                      root->addr_str, peer, why);
         return;
     }
     c->rank = (int)c->hs.hello_fields.src_rank;

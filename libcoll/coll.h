@@ -127,8 +127,8 @@ COLL_API coll_status_t coll_get_version(int *major, int *minor, int *patch);
 
 /* Detailed message of the last error on `comm`, or when comm is NULL of the
  * last error raised in the calling thread (e.g. by a failed init). Returns
- * "" when there is none. The string stays valid until the next call that
- * fails on the same communicator or thread. */
+ * "" when there is none. The string stays valid, and unchanged, until the
+ * next call that fails on the same communicator (or, for NULL, thread). */
 COLL_API const char *coll_get_last_error(coll_comm_t comm);
 
 /* Size in bytes of one element of `datatype`, 0 if it is unknown. */
@@ -169,9 +169,11 @@ COLL_API coll_status_t coll_comm_init_env(coll_comm_t *comm,
 COLL_API coll_status_t coll_comm_split(coll_comm_t comm, int color, int key,
                                        coll_comm_t *newcomm);
 
-/* Tear down the communicator: waits (up to the deadline) for this rank's
- * sends to be delivered, tells peers it is leaving, frees everything.
- * The handle must not be used afterwards (doing so returns
+/* Tear down the communicator: tells peers it is leaving and waits (at most
+ * 10 s, or the deadline if shorter) until the data of this rank's completed
+ * sends has reached them; requests still pending fail with
+ * COLL_ERR_INVALID_USAGE. Returns COLL_ERR_ABORTED if coll_comm_abort
+ * interrupted it. The handle must not be used afterwards (doing so returns
  * COLL_ERR_INVALID_COMM rather than crashing). */
 COLL_API coll_status_t coll_comm_destroy(coll_comm_t comm);
 
@@ -229,12 +231,107 @@ COLL_API coll_status_t coll_wait(coll_request_t *request);
  * and COLL_OK. */
 COLL_API coll_status_t coll_test(coll_request_t *request, int *done);
 /* Wait for all; returns the first error in array order (all requests are
- * completed and freed either way). */
+ * completed and freed either way). Requests of several communicators are
+ * progressed together. An entry that is not a request: COLL_ERR_INVALID_ARG
+ * before anything is waited for. */
 COLL_API coll_status_t coll_waitall(int count, coll_request_t requests[]);
 
 /* ---- collectives ------------------------------------------------------ */
 
+/* Collective calls must be made in the same order on every rank of the
+ * communicator. Counts are in elements of `datatype`. Buffers may be the
+ * same (in place, where the call defines how) or disjoint; any other
+ * overlap is COLL_ERR_INVALID_ARG. Each blocking call has a non-blocking
+ * twin (coll_i...) that returns a request to complete with coll_wait,
+ * coll_test or coll_waitall; several may be in flight on one communicator.
+ * COLL_ALGO chooses an algorithm per collective, COLL_DETERMINISTIC=1 makes
+ * every reduction give the bits of reducing in rank order (docs/api.md). */
+
 COLL_API coll_status_t coll_barrier(coll_comm_t comm);
+COLL_API coll_status_t coll_ibarrier(coll_comm_t comm, coll_request_t *request);
+
+/* recvbuf = sendbuf of every rank combined with op; in place when equal. */
+COLL_API coll_status_t coll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                      coll_datatype_t datatype, coll_op_t op,
+                                      coll_comm_t comm);
+COLL_API coll_status_t coll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                       coll_datatype_t datatype, coll_op_t op,
+                                       coll_comm_t comm, coll_request_t *request);
+
+/* recvbuf on every rank = sendbuf of root (sendbuf is read on root only;
+ * in place on root when equal). */
+COLL_API coll_status_t coll_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                      coll_datatype_t datatype, int root, coll_comm_t comm);
+COLL_API coll_status_t coll_ibroadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                       coll_datatype_t datatype, int root, coll_comm_t comm,
+                                       coll_request_t *request);
+
+/* recvbuf on root = sendbuf of every rank combined with op (recvbuf is
+ * written on root only; in place on root when equal). */
+COLL_API coll_status_t coll_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                   coll_datatype_t datatype, coll_op_t op, int root,
+                                   coll_comm_t comm);
+COLL_API coll_status_t coll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
+                                    coll_datatype_t datatype, coll_op_t op, int root,
+                                    coll_comm_t comm, coll_request_t *request);
+
+/* recvbuf (nranks * sendcount) = the sendbufs in rank order; in place when
+ * sendbuf == recvbuf + rank * sendcount elements. */
+COLL_API coll_status_t coll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                      coll_datatype_t datatype, coll_comm_t comm);
+COLL_API coll_status_t coll_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                       coll_datatype_t datatype, coll_comm_t comm,
+                                       coll_request_t *request);
+
+/* recvbuf (recvcount) = block `rank` of the combination of every rank's
+ * sendbuf (nranks * recvcount); in place when recvbuf == sendbuf + rank *
+ * recvcount elements. */
+COLL_API coll_status_t coll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                           coll_datatype_t datatype, coll_op_t op,
+                                           coll_comm_t comm);
+COLL_API coll_status_t coll_ireduce_scatter(const void *sendbuf, void *recvbuf,
+                                            size_t recvcount, coll_datatype_t datatype,
+                                            coll_op_t op, coll_comm_t comm,
+                                            coll_request_t *request);
+
+/* Block j of sendbuf goes to rank j, landing as block `rank` of its recvbuf;
+ * blocks are `count` elements; in place when sendbuf == recvbuf. */
+COLL_API coll_status_t coll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                     coll_datatype_t datatype, coll_comm_t comm);
+COLL_API coll_status_t coll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                      coll_datatype_t datatype, coll_comm_t comm,
+                                      coll_request_t *request);
+
+/* As alltoall with per-peer counts and displacements (elements). The
+ * arrays have nranks entries; sendcounts[j] here must equal recvcounts[me]
+ * on rank j. Not in place. */
+COLL_API coll_status_t coll_alltoallv(const void *sendbuf, const size_t *sendcounts,
+                                      const size_t *sdispls, void *recvbuf,
+                                      const size_t *recvcounts, const size_t *rdispls,
+                                      coll_datatype_t datatype, coll_comm_t comm);
+COLL_API coll_status_t coll_ialltoallv(const void *sendbuf, const size_t *sendcounts,
+                                       const size_t *sdispls, void *recvbuf,
+                                       const size_t *recvcounts, const size_t *rdispls,
+                                       coll_datatype_t datatype, coll_comm_t comm,
+                                       coll_request_t *request);
+
+/* Block j (count elements) of root's sendbuf lands in rank j's recvbuf;
+ * sendbuf is read on root only; in place on root when recvbuf == sendbuf +
+ * root * count elements. */
+COLL_API coll_status_t coll_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                                    coll_datatype_t datatype, int root, coll_comm_t comm);
+COLL_API coll_status_t coll_iscatter(const void *sendbuf, void *recvbuf, size_t count,
+                                     coll_datatype_t datatype, int root, coll_comm_t comm,
+                                     coll_request_t *request);
+
+/* Rank j's sendbuf (count elements) lands as block j of root's recvbuf;
+ * recvbuf is written on root only; in place on root when sendbuf ==
+ * recvbuf + root * count elements. */
+COLL_API coll_status_t coll_gather(const void *sendbuf, void *recvbuf, size_t count,
+                                   coll_datatype_t datatype, int root, coll_comm_t comm);
+COLL_API coll_status_t coll_igather(const void *sendbuf, void *recvbuf, size_t count,
+                                    coll_datatype_t datatype, int root, coll_comm_t comm,
+                                    coll_request_t *request);
 
 #ifdef __cplusplus
 }

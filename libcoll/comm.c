@@ -11,9 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algorithms.h"
 #include "comm.h"
 #include "log.h"
 #include "param.h"
+#include "schedule.h"
 
 /* Every handle ever returned, so tombstones stay reachable (and are not
  * reported as leaks) for the life of the process. */
@@ -136,6 +138,7 @@ void coll_comm_progress(struct coll_comm *comm)
     coll_evloop_dispatch(comm->ev);
     for (int i = 0; i < comm->niface; i++)
         comm->ifaces[i]->ops->iface_progress(comm->ifaces[i], &progressed);
+    coll_sched_progress(comm);
 }
 
 static const char *peer_desc(struct coll_comm *comm, int peer)
@@ -148,6 +151,14 @@ static coll_status_t fail_stalled(struct coll_comm *comm, struct coll_request *r
                                   const char *what)
 {
     char tag[32] = "";
+    if (r->kind == COLL_REQ_COLL) {
+        char waiting[COLL_ERRMSG_LEN / 2];
+        coll_sched_describe_wait(r->sched, waiting, sizeof(waiting));
+        return coll_comm_fail(comm, COLL_SUBSYS_COLL, COLL_ERR_TIMEOUT,
+                              "%s: no progress for %.1f s (COLL_TIMEOUT); waiting for: %s",
+                              what ? what : r->op, (double)comm->timeout_ns * 1e-9,
+                              waiting[0] ? waiting : "nothing in flight");
+    }
     if (r->tag >= 0)
         snprintf(tag, sizeof(tag), ", tag %d", r->tag);
     return coll_comm_fail(comm, COLL_SUBSYS_P2P, COLL_ERR_TIMEOUT,
@@ -177,7 +188,15 @@ static int scan_requests(struct coll_comm *comm, int n, struct coll_request **re
             r->seen_bytes = r->tp.bytes_done;
             r->stall_since_ns = now;
         } else if (now - r->stall_since_ns > comm->timeout_ns) {
-            *stalled_p = r;
+            /* A collective counts finished steps; look at the bytes of the
+             * steps in flight too before calling it stalled. */
+            size_t moved = r->sched ? coll_sched_bytes_moved(r->sched) : r->seen_bytes;
+            if (r->kind == COLL_REQ_COLL && moved != r->seen_bytes) {
+                r->tp.bytes_done = r->seen_bytes = moved;
+                r->stall_since_ns = now;
+            } else {
+                *stalled_p = r;
+            }
         }
     }
     return pending;
@@ -195,7 +214,7 @@ void coll_comm_wake_waiters(struct coll_comm *comm)
 {
     if (comm->nfollowers > 0)
         pthread_cond_broadcast(&comm->progress_cond);
-    if (comm->leader_asleep)
+    if (comm->leader_asleep && comm->ev)
         coll_evloop_wake(comm->ev);
 }
 
@@ -231,6 +250,8 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
             comm->has_leader = lead = 1;
         if (lead && (comm->state == COLL_COMM_LIVE || comm->state == COLL_COMM_INIT))
             coll_comm_progress(comm);
+        else if (lead) /* failed: no more I/O, but schedules must still finish */
+            coll_sched_progress(comm);
         if (scan_requests(comm, n, reqs, &stalled) == 0) {
             st = comm->error != COLL_OK ? comm->error : first_error(n, reqs);
             break;
@@ -286,6 +307,35 @@ static coll_status_t check_init_args(const coll_init_args_t *a)
     return COLL_OK;
 }
 
+/* How collectives run on this communicator (COLL_ALGO and friends). */
+static coll_status_t read_coll_settings(struct coll_comm *comm)
+{
+    COLL_CHECK(coll_algo_parse_forced(coll_param_raw(COLL_PARAM_ALGO), comm->forced));
+    COLL_CHECK(coll_param_bool(COLL_PARAM_DETERMINISTIC, &comm->deterministic));
+    COLL_CHECK(coll_param_size(COLL_PARAM_PIPELINE_CHUNK, &comm->chunk_bytes));
+    COLL_CHECK(coll_param_size(COLL_PARAM_DET_SCRATCH_MAX, &comm->det_scratch_max));
+    if (comm->chunk_bytes < 64)
+        return coll_error(COLL_SUBSYS_ALGO, COLL_ERR_INVALID_ARG,
+                          "COLL_PIPELINE_CHUNK=%zu is below 64 bytes", comm->chunk_bytes);
+    return COLL_OK;
+}
+
+/* Cost-model inputs: the slowest link in use sets alpha and beta. */
+static void read_link_costs(struct coll_comm *comm)
+{
+    comm->alpha = 0;
+    comm->beta = 0;
+    for (int r = 0; r < comm->nranks; r++) {
+        coll_tp_perf_t perf;
+        coll_tp_iface_t *iface = comm->peers[r].ep->iface;
+        if ((r == comm->rank && comm->nranks > 1) ||
+            iface->ops->iface_query(iface, &perf) != COLL_OK)
+            continue;
+        comm->alpha = COLL_MAX(comm->alpha, perf.latency_s + perf.overhead_s);
+        comm->beta = COLL_MAX(comm->beta, 1.0 / perf.bandwidth_Bps);
+    }
+}
+
 static coll_status_t comm_alloc(const coll_init_args_t *a, struct coll_comm **comm_p)
 {
     coll_status_t st;
@@ -302,6 +352,7 @@ static coll_status_t comm_alloc(const coll_init_args_t *a, struct coll_comm **co
     pthread_cond_init(&comm->progress_cond, &attr);
     pthread_condattr_destroy(&attr);
     comm->state = COLL_COMM_INIT;
+    coll_list_init(&comm->scheds);
     comm->rank = a->rank;
     comm->nranks = a->nranks;
     memcpy(comm->secret, a->uid.secret, COLL_SECRET_BYTES);
@@ -309,6 +360,7 @@ static coll_status_t comm_alloc(const coll_init_args_t *a, struct coll_comm **co
     if (a->config && a->config->timeout_ms > 0)
         comm->timeout_ns = (uint64_t)a->config->timeout_ms * 1000000ull;
     COLL_CHECK_GOTO(coll_param_duration_ns(COLL_PARAM_POLL_SPIN, &comm->spin_ns), st, err);
+    COLL_CHECK_GOTO(read_coll_settings(comm), st, err);
     COLL_CHECK_GOTO(coll_iface_select(&a->uid.root, &comm->local_addr, comm->ifname), st, err);
     COLL_CHECK_GOTO(coll_evloop_create(&comm->ev), st, err);
     comm->peers = calloc((size_t)a->nranks, sizeof(*comm->peers));
@@ -464,6 +516,7 @@ static void comm_teardown(struct coll_comm *comm)
     for (int r = 0; comm->peers && r < comm->nranks; r++)
         if (comm->peers[r].ep)
             comm->peers[r].ops->ep_destroy(comm->peers[r].ep);
+    coll_sched_drain(comm); /* their messages were just failed by ep_destroy */
     for (int i = comm->niface - 1; i >= 0; i--)
         comm->ifaces[i]->ops->iface_close(comm->ifaces[i]);
     comm->niface = 0;
@@ -502,7 +555,9 @@ static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_ini
     free(table);
     COLL_CHECK(st);
     COLL_CHECK(create_endpoints(comm));
-    return connect_all(comm, deadline_ns);
+    COLL_CHECK(connect_all(comm, deadline_ns));
+    read_link_costs(comm);
+    return COLL_OK;
 }
 
 coll_status_t coll_comm_init_internal(const coll_init_args_t *a, struct coll_comm **comm_p)
@@ -558,23 +613,29 @@ coll_status_t coll_comm_init_rank(coll_comm_t *comm_p, int nranks, coll_unique_i
 
 /* ---- the end ------------------------------------------------------------------------ */
 
-/* Graceful leave: goodbyes out, sends delivered (bounded wait). */
+/* Graceful leave: goodbyes out, sends delivered (bounded wait). The lock
+ * is released while sleeping so that coll_comm_abort can interrupt. */
 static void comm_leave(struct coll_comm *comm)
 {
     uint64_t cap = COLL_MIN(comm->timeout_ns, COLL_DESTROY_FLUSH_CAP_NS);
     uint64_t deadline = coll_time_ns() + cap;
 
     comm_close_endpoints(comm, COLL_OK, NULL);
-    while (coll_time_ns() < deadline && comm->state == COLL_COMM_LIVE) {
+    while (coll_time_ns() < deadline && comm->state == COLL_COMM_LIVE &&
+           !__atomic_load_n(&comm->abort_requested, __ATOMIC_ACQUIRE)) {
         int busy = 0;
         coll_comm_progress(comm);
         for (int r = 0; r < comm->nranks; r++)
             busy |= comm->peers[r].ops->ep_flush(comm->peers[r].ep) == COLL_INPROGRESS;
         if (!busy)
             return;
+        comm->leader_asleep = 1;
+        pthread_mutex_unlock(&comm->lock);
         coll_evloop_sleep(comm->ev, 1);
+        pthread_mutex_lock(&comm->lock);
+        comm->leader_asleep = 0;
     }
-    if (comm->state == COLL_COMM_LIVE)
+    if (comm->state == COLL_COMM_LIVE && !comm->abort_requested)
         COLL_WARN(COLL_SUBSYS_INIT, "rank %d: destroy: some peers did not take our last "
                   "messages within %.1f s", comm->rank, (double)cap * 1e-9);
 }
@@ -594,11 +655,13 @@ coll_status_t coll_comm_destroy(coll_comm_t comm)
     }
     if (comm->state == COLL_COMM_LIVE)
         comm_leave(comm);
+    /* an abort that came in while we were leaving has its answer */
+    st = comm->abort_requested ? COLL_ERR_ABORTED : COLL_OK;
     comm_teardown(comm);
     comm->magic = COLL_COMM_MAGIC_DEAD;
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d: communicator %p destroyed", comm->rank, (void *)comm);
     coll_comm_exit(comm);
-    return COLL_OK;
+    return st;
 }
 
 coll_status_t coll_comm_abort(coll_comm_t comm)
@@ -682,14 +745,11 @@ coll_status_t coll_comm_set_timeout(coll_comm_t comm, int64_t timeout_ms)
     return st;
 }
 
+/* The communicator's own buffer: it stays valid (and unchanged) until the
+ * next call that fails on this communicator. */
 const char *coll_get_last_error(coll_comm_t comm)
 {
-    static __thread char copy[COLL_ERRMSG_LEN];
-
     if (!comm || (comm->magic != COLL_COMM_MAGIC_LIVE && comm->magic != COLL_COMM_MAGIC_DEAD))
         return coll_error_thread();
-    pthread_mutex_lock(&comm->lock);
-    snprintf(copy, sizeof(copy), "%s", comm->lasterr);
-    pthread_mutex_unlock(&comm->lock);
-    return copy;
+    return comm->lasterr;
 }

@@ -22,6 +22,8 @@
 #define COLL_COMM_MAGIC_LIVE 0x4c4c4f43434f4d4dull /* "MMOCCOLL" */
 #define COLL_COMM_MAGIC_DEAD 0x444145444d4d4f43ull
 
+#define COLL_MAX_COLLS 16 /* >= COLL_NUM_COLLS (schedule.h) */
+
 enum coll_comm_state {
     COLL_COMM_INIT,   /* being built by init */
     COLL_COMM_LIVE,
@@ -77,6 +79,14 @@ struct coll_comm {
     int leader_asleep;
     int nfollowers;
     pthread_cond_t progress_cond;  /* a request completed, or leadership is free */
+    coll_list_t scheds;            /* running schedules (schedule.c) */
+    /* Collective settings, read at init. */
+    const struct coll_algo *forced[COLL_MAX_COLLS];      /* COLL_ALGO */
+    const struct coll_algo *last_choice[COLL_MAX_COLLS]; /* to log changes */
+    int deterministic;
+    size_t chunk_bytes;
+    size_t det_scratch_max;
+    double alpha, beta;            /* cost model: the slowest transport in use */
     uint32_t coll_seq;             /* collectives started */
     uint32_t split_seq;
 
@@ -88,7 +98,10 @@ struct coll_comm {
 enum coll_req_kind {
     COLL_REQ_SEND = 1,
     COLL_REQ_RECV = 2,
+    COLL_REQ_COLL = 3, /* a collective: done when its schedule is */
 };
+
+struct coll_sched;
 
 #define COLL_REQ_MAGIC 0x5245515545535421ull
 
@@ -104,6 +117,9 @@ struct coll_request {
     coll_status_t status;
     size_t seen_bytes;      /* tp.bytes_done when last looked at */
     uint64_t stall_since_ns;
+    struct coll_sched *sched; /* COLL_REQ_COLL: its schedule while running;
+                                 send/recv: the schedule it is a step of */
+    uint32_t vid;           /* the step, for a send/recv of a schedule */
 };
 
 /* ---- creation ----------------------------------------------------------- */
@@ -155,6 +171,10 @@ coll_status_t coll_p2p_irecv(struct coll_comm *comm, void *buf, size_t bytes, in
  * clear the array. `what` names the operation in timeout messages. */
 coll_status_t coll_p2p_waitall(struct coll_comm *comm, int n, struct coll_request **reqs,
                                const char *what);
+/* Post a step of a schedule; its completion is reported to the schedule. */
+coll_status_t coll_p2p_post_vertex(struct coll_comm *comm, int kind, void *buf, size_t bytes,
+                                   int peer, uint64_t tag, struct coll_sched *s, uint32_t vid,
+                                   struct coll_request **req_p);
 
 /* One non-blocking pass of the progress engine. */
 void coll_comm_progress(struct coll_comm *comm);

@@ -99,7 +99,8 @@ static coll_status_t share_id(struct coll_comm *comm, uint32_t seq, const split_
 
 coll_status_t coll_comm_split(coll_comm_t comm, int color, int key, coll_comm_t *newcomm)
 {
-    coll_init_args_t args = {.how = "split"};
+    coll_config_t config = COLL_CONFIG_INITIALIZER;
+    coll_init_args_t args = {.how = "split", .config = &config};
     split_member_t *members = NULL;
     uint8_t *all = NULL;
     coll_status_t st;
@@ -118,6 +119,7 @@ coll_status_t coll_comm_split(coll_comm_t comm, int color, int key, coll_comm_t 
         goto out;
     }
     uint32_t seq = comm->split_seq++;
+    config.timeout_ms = (int64_t)(comm->timeout_ns / 1000000u); /* the parent's deadline */
     all = malloc((size_t)comm->nranks * 8);
     members = malloc((size_t)comm->nranks * sizeof(*members));
     if (!all || !members) {

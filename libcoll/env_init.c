@@ -116,12 +116,21 @@ static void set_master(env_job_t *job, const char *host, const char *from)
     job->master_from = from;
 }
 
+/* When every rank runs on this host (the local size is the job size),
+ * rank 0 is here too. */
+static void master_if_single_host(env_job_t *job, const char *local_size_var)
+{
+    if (job->local_size == job->nranks)
+        set_master(job, "127.0.0.1", local_size_var);
+}
+
 static coll_status_t detect_torchrun(env_job_t *job)
 {
     job->style = "torchrun";
     COLL_CHECK(read_rank_size(job, "RANK", "WORLD_SIZE"));
     COLL_CHECK(env_int("LOCAL_RANK", 0, job->nranks - 1, &job->local_rank));
     COLL_CHECK(env_int("LOCAL_WORLD_SIZE", 1, job->nranks, &job->local_size));
+    master_if_single_host(job, "LOCAL_WORLD_SIZE");
     if (env("MASTER_ADDR"))
         set_master(job, env("MASTER_ADDR"), "MASTER_ADDR");
     snprintf(job->jobid, sizeof(job->jobid), "torchrun:%s",
@@ -138,7 +147,9 @@ static coll_status_t detect_slurm(env_job_t *job)
     COLL_CHECK(read_rank_size(job, "SLURM_PROCID", env("SLURM_NTASKS") ? "SLURM_NTASKS"
                                                                         : "SLURM_NPROCS"));
     COLL_CHECK(env_int("SLURM_LOCALID", 0, job->nranks - 1, &job->local_rank));
-    for (size_t i = 0; i < COLL_ARRAY_LEN(lists) && !job->master[0]; i++) {
+    /* the node list matters only when nothing names the master */
+    for (size_t i = 0; i < COLL_ARRAY_LEN(lists) && !job->master[0] && !env("COLL_MASTER_ADDR") &&
+                       !env("MASTER_ADDR"); i++) {
         const char *v = env(lists[i]);
         if (v && coll_slurm_first_host(v, host, sizeof(host)) == 0)
             set_master(job, host, lists[i]);
@@ -153,13 +164,6 @@ static coll_status_t detect_slurm(env_job_t *job)
     if (env("SLURM_JOB_ID"))
         derive_port(job, "SLURM_JOB_ID");
     return COLL_OK;
-}
-
-/* MPI launchers do not tell where rank 0 runs; on one host that is here. */
-static void master_if_single_host(env_job_t *job, const char *local_size_var)
-{
-    if (job->local_size == job->nranks)
-        set_master(job, "127.0.0.1", local_size_var);
 }
 
 static coll_status_t detect_openmpi(env_job_t *job)
@@ -196,6 +200,7 @@ static coll_status_t detect_coll(env_job_t *job)
     COLL_CHECK(read_rank_size(job, "COLL_RANK", "COLL_NRANKS"));
     COLL_CHECK(env_int("COLL_LOCAL_RANK", 0, job->nranks - 1, &job->local_rank));
     COLL_CHECK(env_int("COLL_LOCAL_SIZE", 1, job->nranks, &job->local_size));
+    master_if_single_host(job, "COLL_LOCAL_SIZE");
     if (env("MASTER_ADDR"))
         set_master(job, env("MASTER_ADDR"), "MASTER_ADDR");
     snprintf(job->jobid, sizeof(job->jobid), "coll");
@@ -245,9 +250,10 @@ static coll_status_t finish_master(env_job_t *job)
     }
     if (!job->master[0])
         return coll_error(COLL_SUBSYS_ENV, COLL_ERR_INVALID_USAGE,
-                          "coll_comm_init_env (%s): ranks span several hosts and nothing says "
-                          "where rank 0 runs; set COLL_MASTER_ADDR to its host (e.g. mpirun "
-                          "-x COLL_MASTER_ADDR=host)", job->style);
+                          "coll_comm_init_env (%s): nothing says where rank 0 runs (the local "
+                          "size does not show that all %d ranks share this host); set "
+                          "COLL_MASTER_ADDR to its host (e.g. mpirun -x COLL_MASTER_ADDR=host)",
+                          job->style, job->nranks);
     if (!job->port)
         return coll_error(COLL_SUBSYS_ENV, COLL_ERR_INVALID_USAGE,
                           "coll_comm_init_env (%s): no bootstrap port; set COLL_MASTER_PORT "

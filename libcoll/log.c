@@ -77,6 +77,10 @@ static void expand_path(const char *pattern, char *out, size_t outlen)
 static int parse_level(const char *s, int *version_p)
 {
     *version_p = 0;
+    if (strcasecmp(s, "WARN") != 0 && strcasecmp(s, "NONE") != 0 && strcasecmp(s, "VERSION") != 0 &&
+        strcasecmp(s, "INFO") != 0 && strcasecmp(s, "TRACE") != 0)
+        dprintf(STDERR_FILENO, "libcoll: COLL_DEBUG='%s' is not a level (NONE, WARN, INFO, "
+                "TRACE, VERSION); using WARN\n", s);
     if (strcasecmp(s, "NONE") == 0)
         return COLL_LOG_NONE;
     if (strcasecmp(s, "VERSION") == 0) {

@@ -9,6 +9,7 @@
 
 #include "comm.h"
 #include "log.h"
+#include "schedule.h"
 
 /* Largest message: 2^46 bytes (64 TiB). Anything above is a bug, most
  * often a negative count converted to size_t. */
@@ -50,6 +51,8 @@ static void req_complete(coll_tp_req_t *tp, coll_status_t status)
     req->status = status;
     if (status < 0 && comm->error == COLL_OK)
         describe_failure(req, status);
+    if (req->sched)
+        coll_sched_vertex_done(req->sched, req->vid, status);
     coll_comm_wake_waiters(comm); /* another thread may wait for this one */
 }
 
@@ -61,7 +64,7 @@ void coll_request_free(struct coll_request *req)
 
 static coll_status_t post(struct coll_comm *comm, const char *op, int kind, void *buf,
                           size_t bytes, int peer, uint64_t tag, int user_tag,
-                          struct coll_request **req_p)
+                          struct coll_sched *sched, uint32_t vid, struct coll_request **req_p)
 {
     struct coll_request *req;
     coll_peer_t *p;
@@ -72,6 +75,8 @@ static coll_status_t post(struct coll_comm *comm, const char *op, int kind, void
     req = calloc(1, sizeof(*req));
     if (!req)
         return coll_comm_error(comm, COLL_SUBSYS_P2P, COLL_ERR_NO_MEMORY, "cannot allocate a request");
+    req->sched = sched;
+    req->vid = vid;
     req->magic = COLL_REQ_MAGIC;
     req->comm = comm;
     req->kind = kind;
@@ -96,13 +101,20 @@ static coll_status_t post(struct coll_comm *comm, const char *op, int kind, void
 coll_status_t coll_p2p_isend(struct coll_comm *comm, const void *buf, size_t bytes, int peer,
                              uint64_t tag, struct coll_request **req_p)
 {
-    return post(comm, "send", COLL_REQ_SEND, (void *)buf, bytes, peer, tag, -1, req_p);
+    return post(comm, "send", COLL_REQ_SEND, (void *)buf, bytes, peer, tag, -1, NULL, 0, req_p);
 }
 
 coll_status_t coll_p2p_irecv(struct coll_comm *comm, void *buf, size_t bytes, int peer,
                              uint64_t tag, struct coll_request **req_p)
 {
-    return post(comm, "receive", COLL_REQ_RECV, buf, bytes, peer, tag, -1, req_p);
+    return post(comm, "receive", COLL_REQ_RECV, buf, bytes, peer, tag, -1, NULL, 0, req_p);
+}
+
+coll_status_t coll_p2p_post_vertex(struct coll_comm *comm, int kind, void *buf, size_t bytes,
+                                   int peer, uint64_t tag, struct coll_sched *s, uint32_t vid,
+                                   struct coll_request **req_p)
+{
+    return post(comm, coll_sched_name(s), kind, buf, bytes, peer, tag, -1, s, vid, req_p);
 }
 
 coll_status_t coll_p2p_waitall(struct coll_comm *comm, int n, struct coll_request **reqs,
@@ -167,7 +179,7 @@ static coll_status_t user_post(const char *fn, int kind, void *buf, size_t count
         st = check_peer_tag(comm, fn, peer, tag);
     if (st == COLL_OK)
         st = post(comm, fn, kind, buf, bytes, peer,
-                  coll_tag_make(COLL_TAG_USER, 0, (uint32_t)tag), tag, req_p);
+                  coll_tag_make(COLL_TAG_USER, 0, (uint32_t)tag), tag, NULL, 0, req_p);
     coll_comm_exit(comm);
     return st;
 }
@@ -209,15 +221,29 @@ coll_status_t coll_sendrecv(const void *sendbuf, size_t sendcount, coll_datatype
                             int dest, int sendtag, void *recvbuf, size_t recvcount,
                             coll_datatype_t recvtype, int source, int recvtag, coll_comm_t comm)
 {
+    static const char fn[] = "coll_sendrecv";
     coll_request_t reqs[2] = {NULL, NULL};
+    size_t sbytes = 0, rbytes = 0;
     coll_status_t st;
 
-    /* Receive first, so that a peer doing the same never waits on us. */
-    st = user_post("coll_sendrecv", COLL_REQ_RECV, recvbuf, recvcount, recvtype, source,
-                   recvtag, comm, &reqs[0]);
+    /* Both halves are checked before either is posted: a bad send must not
+     * leave a receive behind. */
+    COLL_CHECK(coll_comm_enter(comm, fn, 0));
+    st = check_buffer(comm, fn, recvbuf, recvcount, recvtype, &rbytes);
     if (st == COLL_OK)
-        st = user_post("coll_sendrecv", COLL_REQ_SEND, (void *)sendbuf, sendcount, sendtype,
-                       dest, sendtag, comm, &reqs[1]);
+        st = check_peer_tag(comm, fn, source, recvtag);
+    if (st == COLL_OK)
+        st = check_buffer(comm, fn, sendbuf, sendcount, sendtype, &sbytes);
+    if (st == COLL_OK)
+        st = check_peer_tag(comm, fn, dest, sendtag);
+    /* Receive first, so that a peer doing the same never waits on us. */
+    if (st == COLL_OK)
+        st = post(comm, fn, COLL_REQ_RECV, recvbuf, rbytes, source,
+                  coll_tag_make(COLL_TAG_USER, 0, (uint32_t)recvtag), recvtag, NULL, 0, &reqs[0]);
+    if (st == COLL_OK)
+        st = post(comm, fn, COLL_REQ_SEND, (void *)sendbuf, sbytes, dest,
+                  coll_tag_make(COLL_TAG_USER, 0, (uint32_t)sendtag), sendtag, NULL, 0, &reqs[1]);
+    coll_comm_exit(comm);
     coll_status_t wst = coll_waitall(2, reqs);
     return st != COLL_OK ? st : wst;
 }
@@ -266,7 +292,8 @@ coll_status_t coll_test(coll_request_t *request, int *done)
     if (!req->done) {
         st = COLL_OK; /* still pending: not an error */
     } else {
-        st = st < 0 ? st : req->status;
+        /* as coll_wait: a failed communicator's error wins */
+        st = comm->error != COLL_OK ? comm->error : req->status;
         coll_request_free(req);
         *request = NULL;
     }
@@ -282,14 +309,15 @@ coll_status_t coll_wait(coll_request_t *request)
     return coll_waitall(1, request);
 }
 
-/* Wait for every request of `comm` among requests[from..count); returns
- * the communicator's error if it failed, else COLL_OK. */
+/* Wait for (or with test_only, look once at) every request of `comm`
+ * among requests[from..count). Returns the communicator's error if it
+ * failed, COLL_INPROGRESS if test_only and some are not done, else COLL_OK. */
 static coll_status_t wait_group(struct coll_comm *comm, int from, int count,
-                                coll_request_t requests[])
+                                coll_request_t requests[], int test_only)
 {
     struct coll_request **mine = malloc((size_t)(count - from) * sizeof(*mine));
     coll_status_t st = COLL_OK;
-    int n = 0;
+    int n = 0, pending = 0;
 
     enter_for_request(comm);
     for (int j = from; j < count; j++) {
@@ -299,15 +327,61 @@ static coll_status_t wait_group(struct coll_comm *comm, int from, int count,
         if (mine)
             mine[n++] = r;
         else /* no memory for the list: one at a time still progresses all */
-            coll_comm_wait(comm, 1, &requests[j], NULL, 0);
+            coll_comm_wait(comm, 1, &requests[j], NULL, test_only);
+        pending += !r->done;
     }
     if (n > 0)
-        coll_comm_wait(comm, n, mine, NULL, 0);
+        coll_comm_wait(comm, n, mine, NULL, test_only);
+    for (int i = 0; i < n; i++)
+        pending += !mine[i]->done;
     if (comm->error != COLL_OK)
         st = comm->error;
+    else if (test_only && pending)
+        st = COLL_INPROGRESS;
     free(mine);
     coll_comm_exit(comm);
     return st;
+}
+
+/* Is requests[i] the first of its communicator in the array? */
+static int first_of_comm(coll_request_t requests[], int i)
+{
+    for (int j = 0; j < i; j++)
+        if (requests[j] && requests[j]->comm == requests[i]->comm)
+            return 0;
+    return requests[i] != NULL;
+}
+
+/* Several communicators: progress all of them in turns, so that none
+ * waits on a peer that waits for our progress on another. */
+static coll_status_t wait_many(int count, coll_request_t requests[])
+{
+    coll_status_t failed = COLL_OK;
+
+    for (;;) {
+        int busy = 0;
+        struct coll_comm *sleep_on = NULL;
+        for (int i = 0; i < count; i++) {
+            if (!first_of_comm(requests, i))
+                continue;
+            coll_status_t st = wait_group(requests[i]->comm, i, count, requests, 1);
+            if (st == COLL_INPROGRESS) {
+                busy = 1;
+                sleep_on = requests[i]->comm;
+            } else if (st < 0 && failed == COLL_OK) {
+                failed = st;
+            }
+        }
+        if (!busy)
+            return failed;
+        enter_for_request(sleep_on);
+        if (sleep_on->ev && sleep_on->state != COLL_COMM_DEAD) {
+            pthread_mutex_unlock(&sleep_on->lock);
+            coll_evloop_sleep(sleep_on->ev, 1);
+            pthread_mutex_lock(&sleep_on->lock);
+        }
+        coll_comm_exit(sleep_on);
+    }
 }
 
 coll_status_t coll_waitall(int count, coll_request_t requests[])
@@ -322,16 +396,16 @@ coll_status_t coll_waitall(int count, coll_request_t requests[])
     /* Requests of one communicator are waited for together; several
      * communicators are progressed one after the other. */
     coll_status_t failed = COLL_OK; /* a communicator that failed meanwhile */
-    for (int i = 0; i < count; i++) {
-        int seen = 0;
-        for (int j = 0; j < i && !seen && requests[i]; j++)
-            seen = requests[j] && requests[j]->comm == requests[i]->comm;
-        if (requests[i] && !seen) {
-            coll_status_t st = wait_group(requests[i]->comm, i, count, requests);
-            if (failed == COLL_OK)
-                failed = st;
+    int ncomms = 0, lead = -1;
+    for (int i = 0; i < count; i++)
+        if (first_of_comm(requests, i)) {
+            ncomms++;
+            lead = lead < 0 ? i : lead;
         }
-    }
+    if (ncomms == 1)
+        failed = wait_group(requests[lead]->comm, lead, count, requests, 0);
+    else if (ncomms > 1)
+        failed = wait_many(count, requests);
     for (int i = 0; i < count; i++) {
         struct coll_request *r = requests[i];
         if (!r)

@@ -47,6 +47,21 @@ typedef enum coll_param_type {
       "receiver (rendezvous) so that no large buffer is allocated on the receiver")      \
     X(POLL_SPIN, COLL_PARAM_DURATION, "20us",                                            \
       "How long a waiting thread polls before it sleeps in the kernel")                  \
+    X(ALGO, COLL_PARAM_STR, "",                                                          \
+      "Force algorithms per collective, e.g. allreduce:ring,bcast:binomial (collinfo "   \
+      "--algos lists them); empty: the cost model chooses")                              \
+    X(ALGO_FALLBACK, COLL_PARAM_STR, "error",                                            \
+      "When a forced algorithm cannot run a call: error (COLL_ERR_INVALID_USAGE), warn " \
+      "(log and let the cost model choose) or silent")                                   \
+    X(DETERMINISTIC, COLL_PARAM_BOOL, "0",                                               \
+      "Make every reduction give the bits of reducing in rank order 0, 1, ..., n-1, "    \
+      "whatever the algorithm")                                                          \
+    X(PIPELINE_CHUNK, COLL_PARAM_SIZE, "256K",                                           \
+      "Pipeline chunk of the chunked algorithms (ring, chain): data moves and is "       \
+      "reduced in pieces of this size so that links and reductions overlap")             \
+    X(DET_SCRATCH_MAX, COLL_PARAM_SIZE, "256M",                                          \
+      "Largest scratch buffer a deterministic algorithm may use; one that would need "   \
+      "more is not usable for the call")                                                 \
     X(UNIQUE_ID, COLL_PARAM_STR, "",                                                     \
       "Unique id in hex (coll_unique_id_to_str) for coll_comm_init_env; with "           \
       "COLL_RANK and COLL_NRANKS")                                                       \

@@ -175,5 +175,7 @@ void tcp_tx_enqueue(tcp_ep_t *ep, tcp_tx_t *tx);
 coll_status_t tcp_tx_control(tcp_ep_t *ep, const tcp_hdr_t *h, const void *payload,
                              size_t len);
 void tcp_ep_fail_requests(tcp_ep_t *ep, coll_status_t status);
+/* Fail sends waiting for a clear-to-send and receives waiting for data. */
+void tcp_ep_fail_pending_rndv(tcp_ep_t *ep, coll_status_t status);
 
 #endif /* COLL_TCP_H */

@@ -266,7 +266,9 @@ coll_status_t tcp_ep_accept(coll_tp_iface_t *tiface, const coll_peer_info_t *pee
 coll_status_t tcp_ep_ready(coll_tp_ep_t *tep)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
-    if (ep->state == TCP_EP_READY)
+    /* A peer may finish and leave before we are done connecting to the
+     * others: the link was made, which is all init asks. */
+    if (ep->state == TCP_EP_READY || ep->peer_left)
         return COLL_OK;
     if (ep->state == TCP_EP_CLOSED)
         return ep->error != COLL_OK ? ep->error : COLL_ERR_PEER_FAILED;
@@ -335,7 +337,11 @@ coll_status_t tcp_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *rea
         if (!ep->bye_queued) {
             tcp_hdr_t h = {.type = TCP_BYE};
             ep->bye_queued = 1;
+            /* Messages the peer would still have to act on never complete:
+             * receives, and large sends it has not asked for yet. Frames
+             * already queued (eager sends, granted data) still go out. */
             coll_match_fail_posted(&ep->match, COLL_ERR_INVALID_USAGE);
+            tcp_ep_fail_pending_rndv(ep, COLL_ERR_INVALID_USAGE);
             tcp_tx_control(ep, &h, NULL, 0);
             tcp_ep_update_events(ep);
         }

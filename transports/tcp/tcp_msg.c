@@ -304,6 +304,8 @@ static void on_cts(tcp_ep_t *ep, const tcp_hdr_t *h)
 {
     coll_tp_req_t *req = find_by_id(&ep->rndv_sends, h->id);
 
+    if (!req && ep->bye_queued)
+        return; /* a send we gave up when we started leaving */
     if (!req) {
         tcp_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent a clear-to-send for unknown message %u",
                     ep->super.desc, h->id);
@@ -338,13 +340,10 @@ static void on_bye(tcp_ep_t *ep)
     ep->peer_left = 1;
     COLL_INFO(COLL_SUBSYS_NET, "rank %d: tcp: %s left the communicator",
               ep->iface->super.params.rank, ep->super.desc);
-    /* Everything it sent came before BYE: what is still awaited never will. */
+    /* Everything it sent came before BYE: what is still awaited never will
+     * (receives, data it was granted, grants for our sends). */
     coll_match_fail_posted(&ep->match, COLL_ERR_PEER_FAILED);
-    while (!coll_list_empty(&ep->rndv_sends)) {
-        coll_tp_req_t *req = coll_list_first(&ep->rndv_sends, coll_tp_req_t, link);
-        coll_list_del(&req->link);
-        req->complete(req, COLL_ERR_PEER_FAILED);
-    }
+    tcp_ep_fail_pending_rndv(ep, COLL_ERR_PEER_FAILED);
 }
 
 static void on_header(tcp_ep_t *ep)
@@ -510,6 +509,28 @@ coll_status_t tcp_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
     }
     free(ux);
     return COLL_OK;
+}
+
+void tcp_ep_fail_pending_rndv(tcp_ep_t *ep, coll_status_t status)
+{
+    coll_list_t *lists[] = {&ep->rndv_sends, &ep->rndv_recvs};
+
+    for (size_t i = 0; i < COLL_ARRAY_LEN(lists); i++) {
+        coll_list_t *pos, *tmp;
+        coll_list_for_each_safe(pos, tmp, lists[i]) {
+            coll_tp_req_t *req = coll_container_of(pos, coll_tp_req_t, link);
+            tcp_tx_t *rts = &tcp_priv(req)->tx;
+            int queued = rts->link.next && rts->link.next != &rts->link;
+            /* a receive being filled right now, or an RTS half written,
+             * finishes first (ep_destroy fails it if it must) */
+            if (req == ep->rx_req || (i == 0 && queued && rts->off > 0))
+                continue;
+            if (i == 0 && queued) /* the RTS lives in the request */
+                coll_list_del(&rts->link);
+            coll_list_del(&req->link);
+            req->complete(req, status);
+        }
+    }
 }
 
 void tcp_ep_fail_requests(tcp_ep_t *ep, coll_status_t status)

@@ -1,0 +1,206 @@
+/*
+ * allreduce_butterfly.c: Rabenseifner's all-reduce (2004): a recursive
+ * halving reduce-scatter followed by a recursive doubling all-gather. In
+ * step k of the first phase each (virtual) rank exchanges half of its
+ * current segment with the rank whose number differs in bit k, keeps and
+ * reduces the other half; after log2 p steps it owns one block of n/p
+ * fully reduced. The second phase retraces the steps, doubling the
+ * segment each time. Non-power-of-two p is folded first (algorithms.h).
+ *
+ * Cost: 2 log2(p) alpha + 2 n (p-1)/p beta + n (p-1)/p gamma
+ *       (+ 2 alpha + 2 n beta + n gamma when p is not a power of two).
+ * Any p, any op. Scratch: n elements.
+ *
+ * Deterministic mode: the halving phase moves contributions instead of
+ * partial sums: in step k a rank sends the half it gives up of all the
+ * rows (one per rank) it holds, so the rows it keeps double while the
+ * segment halves; at the end it holds every rank's contribution to its
+ * block and adds them in rank order. Cost: 2 log2(p) alpha +
+ * (n/2 log2 p + n (p-1)/p) beta + n (p-1)/p gamma, plus local copies;
+ * scratch about n log2(p) elements.
+ */
+#include "algorithms.h"
+
+typedef struct seg {
+    int lo, hi; /* blocks [lo, hi) of p2 blocks */
+} seg_t;
+
+typedef struct fly {
+    coll_sched_t *s;
+    const coll_args_t *a;
+    int p, r, p2, rem, v, steps;
+    seg_t *sent;          /* [steps]: the half given away in each step */
+    coll_vid_t *freed;    /* [steps]: when that half of recvbuf may be overwritten */
+} fly_t;
+
+static size_t eoff(const fly_t *f, int block)
+{
+    return coll_block_offset(f->a->count, f->p2, block);
+}
+
+static size_t elems(const fly_t *f, seg_t g)
+{
+    return eoff(f, g.hi) - eoff(f, g.lo);
+}
+
+static void *at(const fly_t *f, int block)
+{
+    return COLL_PTR(f->a->recvbuf, eoff(f, block), f->a->esize);
+}
+
+/* Split g for step mask m: which half this rank keeps, which it sends. */
+static void halves(const fly_t *f, seg_t g, int m, seg_t *keep, seg_t *give)
+{
+    int mid = (g.lo + g.hi) / 2;
+    seg_t lower = {g.lo, mid}, upper = {mid, g.hi};
+    *keep = (f->v & m) ? upper : lower;
+    *give = (f->v & m) ? lower : upper;
+}
+
+/* Halving with partial sums; returns the vertex after which our block is
+ * reduced, and sets *final to it. */
+static coll_vid_t halve_reduce(fly_t *f, seg_t *final)
+{
+    const coll_args_t *a = f->a;
+    size_t es = a->esize, n = a->count;
+    void *tmp = coll_sched_scratch(f->s, n * es);
+    coll_vid_t prev;
+    seg_t g = {0, f->p2};
+
+    if (f->r < 2 * f->rem) {
+        coll_vid_t rv = coll_sched_recv(f->s, tmp, n * es, f->r - 1, 0, COLL_NODEPS);
+        prev = coll_sched_reduce(f->s, a->recvbuf, tmp, a->sendbuf, n, COLL_DEPS(rv));
+    } else {
+        prev = coll_sched_copy(f->s, a->recvbuf, a->sendbuf, n * es, COLL_NODEPS);
+    }
+    for (int k = 0; k < f->steps; k++) {
+        int m = 1 << k, peer = coll_fold_rank(f->v ^ m, f->rem);
+        seg_t keep, give;
+        halves(f, g, m, &keep, &give);
+        f->sent[k] = give;
+        f->freed[k] = coll_sched_send(f->s, at(f, give.lo), elems(f, give) * es, peer,
+                                      (uint32_t)(2 + k), COLL_DEPS(prev));
+        coll_vid_t rv = coll_sched_recv(f->s, tmp, elems(f, keep) * es, peer, (uint32_t)(2 + k),
+                                        COLL_DEPS(prev));
+        prev = coll_sched_reduce(f->s, at(f, keep.lo), at(f, keep.lo), tmp, elems(f, keep),
+                                 COLL_DEPS(rv, prev));
+        g = keep;
+    }
+    *final = g;
+    return prev;
+}
+
+/* Halving with contributions (deterministic). rows: real ranks [rlo, rhi);
+ * buf: rows x segment elements, row-major. */
+static coll_vid_t halve_gather(fly_t *f, seg_t *final)
+{
+    const coll_args_t *a = f->a;
+    size_t es = a->esize, n = a->count;
+    int rlo = f->r, rhi = f->r + 1;
+    const char *buf = a->sendbuf;
+    coll_vid_t ready = -1, src_read = -1;
+    seg_t g = {0, f->p2};
+
+    if (f->r < 2 * f->rem) { /* we hold our even partner's row too */
+        char *two = coll_sched_scratch(f->s, 2 * n * es);
+        if (!two)
+            return -1;
+        coll_vid_t rv = coll_sched_recv(f->s, two, n * es, f->r - 1, 0, COLL_NODEPS);
+        src_read = coll_sched_copy(f->s, two + n * es, a->sendbuf, n * es, COLL_NODEPS);
+        ready = coll_sched_join(f->s, COLL_DEPS(rv, src_read));
+        buf = two;
+        rlo = f->r - 1;
+    }
+    for (int k = 0; k < f->steps; k++) {
+        int m = 1 << k, peer = coll_fold_rank(f->v ^ m, f->rem), rows = rhi - rlo;
+        int pbase = (f->v & ~(m - 1)) ^ m;
+        int plo = coll_fold_first(pbase, f->rem), phi = coll_fold_first(pbase + m, f->rem);
+        int prows = phi - plo, first = plo < rlo; /* partner's rows come first */
+        size_t segn = elems(f, g);
+        seg_t keep, give;
+        halves(f, g, m, &keep, &give);
+        size_t kn = elems(f, keep), gn = elems(f, give);
+        size_t koff = eoff(f, keep.lo) - eoff(f, g.lo), goff = eoff(f, give.lo) - eoff(f, g.lo);
+        char *pack = coll_sched_scratch(f->s, (size_t)rows * gn * es);
+        char *next = coll_sched_scratch(f->s, (size_t)(rows + prows) * kn * es);
+        coll_vid_t done = ready;
+        if (!pack || !next)
+            return -1;
+        for (int i = 0; i < rows; i++) {
+            const char *row = buf + (size_t)i * segn * es;
+            coll_vid_t c1 = coll_sched_copy(f->s, pack + (size_t)i * gn * es, row + goff * es,
+                                            gn * es, COLL_DEPS(ready));
+            coll_vid_t c2 = coll_sched_copy(f->s, next + (size_t)(i + (first ? prows : 0)) * kn * es,
+                                            row + koff * es, kn * es, COLL_DEPS(ready));
+            done = coll_sched_join(f->s, COLL_DEPS(done, c1, c2));
+        }
+        coll_vid_t sv = coll_sched_send(f->s, pack, (size_t)rows * gn * es, peer,
+                                        (uint32_t)(2 + k), COLL_DEPS(done));
+        coll_vid_t rv = coll_sched_recv(f->s, next + (size_t)(first ? 0 : rows) * kn * es,
+                                        (size_t)prows * kn * es, peer, (uint32_t)(2 + k),
+                                        COLL_NODEPS);
+        if (k == 0 && f->r >= 2 * f->rem)
+            src_read = done; /* the first step read the send buffer directly */
+        ready = coll_sched_join(f->s, COLL_DEPS(done, sv, rv));
+        f->sent[k] = give;
+        buf = next;
+        g = keep;
+        rlo = first ? plo : rlo;
+        rhi = first ? rhi : phi;
+    }
+    /* recvbuf may be the send buffer: overwrite it only after it was read */
+    for (int k = 0; k < f->steps; k++)
+        f->freed[k] = src_read;
+    /* every rank's row of our block: ((x0 op x1) op x2) ... */
+    size_t bn = elems(f, g);
+    void *dst = at(f, g.lo);
+    if (f->p == 1)
+        ready = coll_sched_copy(f->s, dst, buf, bn * es, COLL_DEPS(ready));
+    else
+        ready = coll_sched_reduce(f->s, dst, buf, buf + bn * es, bn, COLL_DEPS(ready));
+    for (int i = 2; i < f->p; i++)
+        ready = coll_sched_reduce(f->s, dst, dst, buf + (size_t)i * bn * es, bn, COLL_DEPS(ready));
+    *final = g;
+    return ready;
+}
+
+void coll_allreduce_butterfly(coll_sched_t *s)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    fly_t f = {.s = s, .a = a, .p = coll_sched_size(s), .r = coll_sched_rank(s)};
+    size_t es = a->esize, bytes = a->count * es;
+    seg_t g = {0, 1};
+    coll_vid_t prev;
+
+    if (a->count == 0)
+        return;
+    f.p2 = coll_pow2_floor(f.p);
+    f.rem = f.p - f.p2;
+    f.v = coll_fold_vrank(f.r, f.rem);
+    while ((1 << f.steps) < f.p2)
+        f.steps++;
+    if (f.v < 0) { /* folded out: hand our vector in, get the result back */
+        coll_vid_t up = coll_sched_send(s, a->sendbuf, bytes, f.r + 1, 0, COLL_NODEPS);
+        coll_sched_recv(s, a->recvbuf, bytes, f.r + 1, 1, COLL_DEPS(up));
+        return;
+    }
+    f.sent = coll_sched_scratch(s, (size_t)(f.steps + 1) * sizeof(*f.sent));
+    f.freed = coll_sched_scratch(s, (size_t)(f.steps + 1) * sizeof(*f.freed));
+    if (!f.sent || !f.freed)
+        return;
+    prev = a->deterministic ? halve_gather(&f, &g) : halve_reduce(&f, &g);
+    prev = coll_sched_finish_avg(s, at(&f, g.lo), elems(&f, g), COLL_DEPS(prev));
+    /* doubling: retrace the steps, exchanging finished segments */
+    for (int k = f.steps - 1; k >= 0; k--) {
+        int peer = coll_fold_rank(f.v ^ (1 << k), f.rem);
+        uint32_t tag = (uint32_t)(2 + f.steps + k);
+        coll_sched_send(s, at(&f, g.lo), elems(&f, g) * es, peer, tag, COLL_DEPS(prev));
+        coll_vid_t rv = coll_sched_recv(s, at(&f, f.sent[k].lo), elems(&f, f.sent[k]) * es, peer,
+                                        tag, COLL_DEPS(f.freed[k]));
+        prev = coll_sched_join(s, COLL_DEPS(prev, rv));
+        g.lo = g.lo < f.sent[k].lo ? g.lo : f.sent[k].lo;
+        g.hi = g.hi > f.sent[k].hi ? g.hi : f.sent[k].hi;
+    }
+    if (f.r < 2 * f.rem)
+        coll_sched_send(s, a->recvbuf, bytes, f.r - 1, 1, COLL_DEPS(prev));
+}

@@ -1,0 +1,98 @@
+/*
+ * allreduce_recursive_doubling.c: in step k each rank exchanges its whole
+ * vector with the rank whose (virtual) number differs in bit k and combines
+ * the two; after log2 p steps every rank holds the result. Few steps, so it
+ * is the choice for small vectors. Non-power-of-two p is folded first
+ * (algorithms.h): the extra ranks hand their data in and get the result
+ * back at the end.
+ *
+ * Cost: (ceil(log2 p) + 2 [p not a power of two]) (alpha + n beta + n gamma).
+ * Any p, any op (all ops are commutative, so both partners compute the
+ * same bits).
+ *
+ * Deterministic mode: the ranks exchange contributions instead of partial
+ * results (a recursive-doubling all-gather of every rank's vector), then
+ * each adds the p vectors in rank order. Cost: ceil(log2 p) alpha +
+ * (p-1) n beta + (p-1) n gamma, and p n bytes of scratch, so it is usable
+ * only while p n stays under COLL_DET_SCRATCH_MAX.
+ */
+#include "algorithms.h"
+
+/* Deterministic: gather every contribution, then reduce in rank order. */
+static void gather_then_reduce(coll_sched_t *s, int v, int p2, int rem)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    size_t row = a->count * a->esize;
+    char *all = coll_sched_scratch(s, (size_t)p * row); /* [rank][count] */
+    coll_vid_t ready;
+
+    if (!all)
+        return;
+    ready = coll_sched_copy(s, all + (size_t)r * row, a->sendbuf, row, COLL_NODEPS);
+    if (r < 2 * rem) { /* the odd rank also holds its even partner's row */
+        coll_vid_t rv = coll_sched_recv(s, all + (size_t)(r - 1) * row, row, r - 1, 0, COLL_NODEPS);
+        ready = coll_sched_join(s, COLL_DEPS(ready, rv));
+    }
+    for (int m = 1; m < p2; m <<= 1) {
+        int mine = v & ~(m - 1), theirs = mine ^ m;
+        int lo = coll_fold_first(mine, rem), hi = coll_fold_first(mine + m, rem);
+        int plo = coll_fold_first(theirs, rem), phi = coll_fold_first(theirs + m, rem);
+        int peer = coll_fold_rank(v ^ m, rem);
+        coll_sched_send(s, all + (size_t)lo * row, (size_t)(hi - lo) * row, peer,
+                        (uint32_t)(1 + m), COLL_DEPS(ready));
+        coll_vid_t rv = coll_sched_recv(s, all + (size_t)plo * row, (size_t)(phi - plo) * row,
+                                        peer, (uint32_t)(1 + m), COLL_NODEPS);
+        ready = coll_sched_join(s, COLL_DEPS(ready, rv));
+    }
+    /* ((x0 op x1) op x2) ... */
+    if (p == 1)
+        ready = coll_sched_copy(s, a->recvbuf, all, row, COLL_DEPS(ready));
+    else
+        ready = coll_sched_reduce(s, a->recvbuf, all, all + row, a->count, COLL_DEPS(ready));
+    for (int k = 2; k < p; k++)
+        ready = coll_sched_reduce(s, a->recvbuf, a->recvbuf, all + (size_t)k * row, a->count,
+                                  COLL_DEPS(ready));
+    ready = coll_sched_finish_avg(s, a->recvbuf, a->count, COLL_DEPS(ready));
+    if (r < 2 * rem)
+        coll_sched_send(s, a->recvbuf, row, r - 1, 1, COLL_DEPS(ready));
+}
+
+void coll_allreduce_recursive_doubling(coll_sched_t *s)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    int p2 = coll_pow2_floor(p), rem = p - p2, v = coll_fold_vrank(r, rem);
+    size_t bytes = a->count * a->esize;
+    coll_vid_t prev = -1;
+
+    if (a->count == 0)
+        return;
+    if (v < 0) { /* folded out: hand our vector in, get the result back */
+        coll_vid_t up = coll_sched_send(s, a->sendbuf, bytes, r + 1, 0, COLL_NODEPS);
+        coll_sched_recv(s, a->recvbuf, bytes, r + 1, 1, COLL_DEPS(up));
+        return;
+    }
+    if (a->deterministic) {
+        gather_then_reduce(s, v, p2, rem);
+        return;
+    }
+    void *tmp = coll_sched_scratch(s, bytes);
+    if (r < 2 * rem) {
+        coll_vid_t rv = coll_sched_recv(s, tmp, bytes, r - 1, 0, COLL_NODEPS);
+        prev = coll_sched_reduce(s, a->recvbuf, tmp, a->sendbuf, a->count, COLL_DEPS(rv));
+    } else {
+        prev = coll_sched_copy(s, a->recvbuf, a->sendbuf, bytes, COLL_NODEPS);
+    }
+    for (int m = 1; m < p2; m <<= 1) {
+        int peer = coll_fold_rank(v ^ m, rem);
+        coll_vid_t sv = coll_sched_send(s, a->recvbuf, bytes, peer, (uint32_t)(1 + m),
+                                        COLL_DEPS(prev));
+        coll_vid_t rv = coll_sched_recv(s, tmp, bytes, peer, (uint32_t)(1 + m), COLL_DEPS(prev));
+        /* combining overwrites what we are sending: wait for the send */
+        prev = coll_sched_reduce(s, a->recvbuf, a->recvbuf, tmp, a->count, COLL_DEPS(sv, rv));
+    }
+    prev = coll_sched_finish_avg(s, a->recvbuf, a->count, COLL_DEPS(prev));
+    if (r < 2 * rem)
+        coll_sched_send(s, a->recvbuf, bytes, r - 1, 1, COLL_DEPS(prev));
+}

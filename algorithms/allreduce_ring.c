@@ -1,0 +1,132 @@
+/*
+ * allreduce_ring.c: ring all-reduce = ring reduce-scatter + ring
+ * all-gather (Patarasuk and Yuan, 2009). The vector is cut into p blocks;
+ * in p-1 steps each rank passes a block to its right neighbour, which adds
+ * its own contribution, until rank r holds block (r+1) mod p fully reduced;
+ * p-1 more steps pass the finished blocks around. Each block is cut into
+ * pipeline chunks (COLL_PIPELINE_CHUNK) that move independently, so the
+ * link carries chunk j+1 while chunk j is being reduced.
+ *
+ * Cost: 2(p-1) alpha + 2 n (p-1)/p beta + n (p-1)/p gamma
+ *       (+ (chunks - 1) alpha per phase, hidden when links are busy).
+ * Bandwidth-optimal for large n; any p; any op.
+ *
+ * Deterministic mode: a ring adds contributions in a different order for
+ * each block. Instead every chunk is reduced along the chain 0 -> 1 ->
+ * ... -> p-1 (so each element is ((x0 op x1) op x2) ...), and rank p-1
+ * sends the finished chunks back down the chain p-1 -> ... -> 0, on the
+ * other direction of the links. Cost: (2(p-1) + 2(chunks-1)) alpha +
+ * 2 n beta + n gamma.
+ */
+#include "algorithms.h"
+
+/* Element range of chunk j of block b: [*off, *off + return). */
+static size_t chunk_of(const coll_args_t *a, int p, size_t ch, int b, size_t j, size_t *off)
+{
+    size_t bcnt = coll_block_count(a->count, p, b), lo = j * ch;
+    *off = coll_block_offset(a->count, p, b) + (lo < bcnt ? lo : bcnt);
+    return lo < bcnt ? (bcnt - lo < ch ? bcnt - lo : ch) : 0;
+}
+
+static int mod(int x, int p)
+{
+    return ((x % p) + p) % p;
+}
+
+static void ring_chunk(coll_sched_t *s, size_t j, size_t nch, size_t ch, void *tmp0, void *tmp1,
+                       coll_vid_t *rs_send)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    size_t es = a->esize, off, cnt;
+    void *tmp[2] = {tmp0, tmp1};
+    coll_vid_t red = -1, tmp_reader[2] = {-1, -1}, prev;
+    uint32_t steps = (uint32_t)(p - 1);
+
+    /* reduce-scatter: step t sends block r-t, receives and reduces r-t-1 */
+    for (int t = 0; t < p - 1; t++) {
+        cnt = chunk_of(a, p, ch, mod(r - t, p), j, &off);
+        const void *from = t == 0 ? COLL_PTR(a->sendbuf, off, es) : COLL_PTR(a->recvbuf, off, es);
+        rs_send[t] = coll_sched_send(s, from, cnt * es, mod(r + 1, p),
+                                     (uint32_t)(t * nch + j), COLL_DEPS(red));
+        cnt = chunk_of(a, p, ch, mod(r - t - 1, p), j, &off);
+        coll_vid_t rv = coll_sched_recv(s, tmp[t % 2], cnt * es, mod(r - 1, p),
+                                        (uint32_t)(t * nch + j), COLL_DEPS(tmp_reader[t % 2]));
+        red = coll_sched_reduce(s, COLL_PTR(a->recvbuf, off, es), tmp[t % 2],
+                                COLL_PTR(a->sendbuf, off, es), cnt, COLL_DEPS(rv));
+        tmp_reader[t % 2] = red;
+    }
+    cnt = chunk_of(a, p, ch, mod(r + 1, p), j, &off);
+    prev = coll_sched_finish_avg(s, COLL_PTR(a->recvbuf, off, es), cnt, COLL_DEPS(red));
+    /* all-gather: step t sends block r+1-t, receives block r-t in place */
+    for (int t = 0; t < p - 1; t++) {
+        cnt = chunk_of(a, p, ch, mod(r + 1 - t, p), j, &off);
+        coll_sched_send(s, COLL_PTR(a->recvbuf, off, es), cnt * es, mod(r + 1, p),
+                        (uint32_t)((steps + t) * nch + j), COLL_DEPS(prev));
+        cnt = chunk_of(a, p, ch, mod(r - t, p), j, &off);
+        /* the region was read by our reduce-scatter send of step t */
+        prev = coll_sched_recv(s, COLL_PTR(a->recvbuf, off, es), cnt * es, mod(r - 1, p),
+                               (uint32_t)((steps + t) * nch + j), COLL_DEPS(rs_send[t]));
+    }
+}
+
+/* Deterministic: reduce along 0 -> p-1, return along p-1 -> 0. */
+static void chain_chunk(coll_sched_t *s, size_t off, size_t cnt, size_t j, void *tmp,
+                        coll_vid_t *tmp_reader)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    size_t es = a->esize, bytes = cnt * es;
+    void *dst = COLL_PTR(a->recvbuf, off, es);
+    const void *src = COLL_PTR(a->sendbuf, off, es);
+    coll_vid_t up = -1, down;
+    uint32_t tag_up = (uint32_t)(2 * j), tag_down = (uint32_t)(2 * j + 1);
+
+    if (r == 0) {
+        up = coll_sched_send(s, src, bytes, 1, tag_up, COLL_NODEPS);
+    } else {
+        coll_vid_t rv = coll_sched_recv(s, tmp, bytes, r - 1, tag_up, COLL_DEPS(*tmp_reader));
+        coll_vid_t red = coll_sched_reduce(s, dst, tmp, src, cnt, COLL_DEPS(rv));
+        *tmp_reader = red;
+        up = r < p - 1 ? coll_sched_send(s, dst, bytes, r + 1, tag_up, COLL_DEPS(red))
+                       : coll_sched_finish_avg(s, dst, cnt, COLL_DEPS(red));
+    }
+    /* the finished chunk comes back down; dst was read by our send up */
+    down = r == p - 1 ? up : coll_sched_recv(s, dst, bytes, r + 1, tag_down, COLL_DEPS(up));
+    if (r > 0)
+        coll_sched_send(s, dst, bytes, r - 1, tag_down, COLL_DEPS(down));
+}
+
+void coll_allreduce_ring(coll_sched_t *s)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s);
+    size_t es = a->esize, ch = coll_chunk_elems(a);
+
+    if (a->count == 0)
+        return;
+    if (p == 1) {
+        coll_vid_t c = coll_sched_copy(s, a->recvbuf, a->sendbuf, a->count * es, COLL_NODEPS);
+        coll_sched_finish_avg(s, a->recvbuf, a->count, COLL_DEPS(c));
+        return;
+    }
+    if (a->deterministic) {
+        /* two receive buffers alternate between consecutive chunks */
+        size_t nch = (a->count + ch - 1) / ch;
+        void *tmp[2] = {coll_sched_scratch(s, ch * es), coll_sched_scratch(s, ch * es)};
+        coll_vid_t reader[2] = {-1, -1};
+        for (size_t j = 0; j < nch; j++) {
+            size_t off = j * ch, cnt = a->count - off < ch ? a->count - off : ch;
+            chain_chunk(s, off, cnt, j, tmp[j % 2], &reader[j % 2]);
+        }
+        return;
+    }
+    size_t max_block = coll_block_count(a->count, p, 0);
+    size_t nch = (max_block + ch - 1) / ch;
+    char *tmp = coll_sched_scratch(s, 2 * nch * ch * es);
+    coll_vid_t *rs_send = coll_sched_scratch(s, (size_t)p * sizeof(*rs_send));
+    if (!tmp || !rs_send)
+        return;
+    for (size_t j = 0; j < nch; j++)
+        ring_chunk(s, j, nch, ch, tmp + 2 * j * ch * es, tmp + (2 * j + 1) * ch * es, rs_send);
+}

@@ -1,0 +1,487 @@
+/*
+ * schedule.c: the schedule engine (see schedule.h). A schedule is built as a
+ * vertex array plus a list of edges; coll_sched_start turns the edges into
+ * successor lists and releases the vertices that wait for nothing.
+ *
+ * Completions of messages arrive in transport callbacks, which only note
+ * them; the communicator's progress pass (coll_sched_progress) then marks
+ * vertices done, releases their successors and starts them. Starting a
+ * send or receive from inside a transport callback would re-enter the
+ * transport in the middle of its own work, which is why the two are split.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "reduce.h"
+#include "schedule.h"
+
+enum { V_SEND, V_RECV, V_REDUCE, V_COPY, V_AVG, V_JOIN };
+enum { V_WAITING, V_ISSUED, V_DONE };
+
+typedef struct coll_vertex {
+    uint8_t type;
+    uint8_t state;
+    uint32_t deps_left;
+    uint32_t succ_first, nsucc; /* into s->succ, set by start */
+    uint32_t mtag;
+    int peer;
+    void *dst;
+    const void *a, *b;
+    size_t len;                 /* bytes (send, recv, copy) or elements (reduce, avg) */
+    struct coll_request *req;   /* send, recv: while in flight */
+} coll_vertex_t;
+
+struct coll_sched {
+    struct coll_comm *comm;
+    coll_list_t link;           /* comm->scheds while running */
+    uint32_t seq;
+    char name[64];              /* "allreduce ring #12", for messages */
+    coll_args_t args;
+    coll_vertex_t *v;
+    uint32_t nv, capv;
+    uint32_t (*edge)[2];        /* build time: (from, to) */
+    uint32_t ne, cape;
+    uint32_t *succ;             /* successor lists, concatenated */
+    uint32_t *ready, nready;    /* released, not yet started */
+    uint32_t *completed;        /* messages done, noted by callbacks */
+    coll_status_t *completed_st;
+    uint32_t ncompleted;
+    uint32_t left;              /* vertices not done */
+    uint32_t inflight;          /* messages started, not done */
+    size_t bytes_done;
+    coll_status_t status;       /* first error (building or running) */
+    void **scratch;
+    uint32_t nscratch, capscratch;
+    struct coll_request *req;   /* the collective's request */
+};
+
+static const char *const coll_names[COLL_NUM_COLLS] = {
+    [COLL_BARRIER] = "barrier",       [COLL_BCAST] = "broadcast",
+    [COLL_REDUCE] = "reduce",         [COLL_ALLREDUCE] = "allreduce",
+    [COLL_ALLGATHER] = "allgather",   [COLL_REDUCE_SCATTER] = "reduce_scatter",
+    [COLL_ALLTOALL] = "alltoall",     [COLL_ALLTOALLV] = "alltoallv",
+    [COLL_SCATTER] = "scatter",       [COLL_GATHER] = "gather",
+};
+
+const char *coll_coll_name(coll_coll_t coll)
+{
+    return (unsigned)coll < COLL_NUM_COLLS ? coll_names[coll] : "?";
+}
+
+const coll_args_t *coll_sched_args(const coll_sched_t *s)
+{
+    return &s->args;
+}
+
+const char *coll_sched_name(const coll_sched_t *s)
+{
+    return s->name;
+}
+
+int coll_sched_rank(const coll_sched_t *s)
+{
+    return s->comm->rank;
+}
+
+int coll_sched_size(const coll_sched_t *s)
+{
+    return s->comm->nranks;
+}
+
+/* ---- building ------------------------------------------------------------- */
+
+static void nomem(coll_sched_t *s)
+{
+    if (s->status == COLL_OK)
+        s->status = COLL_ERR_NO_MEMORY;
+}
+
+/* Grow *p (elements of size `esize`, capacity *cap) to hold n + 1. */
+static int grow(void **p, uint32_t *cap, uint32_t n, size_t esize)
+{
+    if (n < *cap)
+        return 0;
+    uint32_t ncap = *cap ? *cap * 2 : 64;
+    void *q = realloc(*p, (size_t)ncap * esize);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = ncap;
+    return 0;
+}
+
+void *coll_sched_scratch(coll_sched_t *s, size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p || grow((void **)&s->scratch, &s->capscratch, s->nscratch, sizeof(void *)) != 0) {
+        free(p);
+        nomem(s);
+        return NULL;
+    }
+    s->scratch[s->nscratch++] = p;
+    return p;
+}
+
+static coll_vid_t add_vertex(coll_sched_t *s, int type, int ndeps, const coll_vid_t *deps)
+{
+    if (s->status != COLL_OK ||
+        grow((void **)&s->v, &s->capv, s->nv, sizeof(*s->v)) != 0) {
+        nomem(s);
+        return -1;
+    }
+    uint32_t id = s->nv++;
+    coll_vertex_t *v = &s->v[id];
+    memset(v, 0, sizeof(*v));
+    v->type = (uint8_t)type;
+    for (int i = 0; i < ndeps; i++) {
+        if (deps[i] < 0)
+            continue;
+        if (grow((void **)&s->edge, &s->cape, s->ne, sizeof(*s->edge)) != 0) {
+            nomem(s);
+            return -1;
+        }
+        s->edge[s->ne][0] = (uint32_t)deps[i];
+        s->edge[s->ne][1] = id;
+        s->ne++;
+        v->deps_left++;
+    }
+    return (coll_vid_t)id;
+}
+
+static coll_vid_t add_message(coll_sched_t *s, int type, const void *buf, size_t bytes, int peer,
+                              uint32_t mtag, int ndeps, const coll_vid_t *deps)
+{
+    coll_vid_t id = add_vertex(s, type, ndeps, deps);
+    if (id >= 0) {
+        coll_vertex_t *v = &s->v[id];
+        v->a = buf;
+        v->dst = (void *)buf;
+        v->len = bytes;
+        v->peer = peer;
+        v->mtag = mtag;
+    }
+    return id;
+}
+
+coll_vid_t coll_sched_send(coll_sched_t *s, const void *buf, size_t bytes, int peer,
+                           uint32_t mtag, int ndeps, const coll_vid_t *deps)
+{
+    return add_message(s, V_SEND, buf, bytes, peer, mtag, ndeps, deps);
+}
+
+coll_vid_t coll_sched_recv(coll_sched_t *s, void *buf, size_t bytes, int peer, uint32_t mtag,
+                           int ndeps, const coll_vid_t *deps)
+{
+    return add_message(s, V_RECV, buf, bytes, peer, mtag, ndeps, deps);
+}
+
+static coll_vid_t add_local(coll_sched_t *s, int type, void *dst, const void *a, const void *b,
+                            size_t len, int ndeps, const coll_vid_t *deps)
+{
+    coll_vid_t id = add_vertex(s, type, ndeps, deps);
+    if (id >= 0) {
+        s->v[id].dst = dst;
+        s->v[id].a = a;
+        s->v[id].b = b;
+        s->v[id].len = len;
+    }
+    return id;
+}
+
+coll_vid_t coll_sched_reduce(coll_sched_t *s, void *dst, const void *a, const void *b,
+                             size_t count, int ndeps, const coll_vid_t *deps)
+{
+    return add_local(s, V_REDUCE, dst, a, b, count, ndeps, deps);
+}
+
+coll_vid_t coll_sched_copy(coll_sched_t *s, void *dst, const void *src, size_t bytes, int ndeps,
+                           const coll_vid_t *deps)
+{
+    return add_local(s, V_COPY, dst, src, NULL, bytes, ndeps, deps);
+}
+
+coll_vid_t coll_sched_finish_avg(coll_sched_t *s, void *buf, size_t count, int ndeps,
+                                 const coll_vid_t *deps)
+{
+    return add_local(s, V_AVG, buf, buf, NULL, count, ndeps, deps);
+}
+
+coll_vid_t coll_sched_join(coll_sched_t *s, int ndeps, const coll_vid_t *deps)
+{
+    return add_vertex(s, V_JOIN, ndeps, deps);
+}
+
+coll_status_t coll_sched_create(struct coll_comm *comm, const coll_args_t *args,
+                                const char *name, coll_sched_t **s_p)
+{
+    coll_sched_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return coll_comm_error(comm, COLL_SUBSYS_COLL, COLL_ERR_NO_MEMORY,
+                               "cannot allocate a schedule");
+    s->comm = comm;
+    s->args = *args;
+    s->seq = comm->coll_seq;
+    snprintf(s->name, sizeof(s->name), "%s #%u (%s)", coll_coll_name(args->coll), s->seq, name);
+    coll_list_init(&s->link);
+    *s_p = s;
+    return COLL_OK;
+}
+
+void coll_sched_free(coll_sched_t *s)
+{
+    if (!s)
+        return;
+    for (uint32_t i = 0; i < s->nv; i++)
+        if (s->v[i].req) /* never for a finished schedule: see sched_finish */
+            s->v[i].req->sched = NULL;
+    for (uint32_t i = 0; i < s->nscratch; i++)
+        free(s->scratch[i]);
+    free(s->scratch);
+    free(s->v);
+    free(s->edge);
+    free(s->succ);
+    free(s->ready);
+    free(s->completed);
+    free(s->completed_st);
+    free(s);
+}
+
+/* ---- running ----------------------------------------------------------------- */
+
+static void release(coll_sched_t *s, uint32_t id)
+{
+    s->ready[s->nready++] = id;
+}
+
+static void vertex_done(coll_sched_t *s, uint32_t id, coll_status_t st)
+{
+    coll_vertex_t *v = &s->v[id];
+
+    v->state = V_DONE;
+    s->left--;
+    if (v->req) {
+        s->bytes_done += v->len;
+        s->inflight--;
+        coll_request_free(v->req);
+        v->req = NULL;
+    }
+    s->req->tp.bytes_done = s->bytes_done + (s->nv - s->left); /* progress, for stalls */
+    if (st < 0 && s->status == COLL_OK)
+        s->status = st;
+    if (s->status != COLL_OK)
+        return; /* stop releasing work; finish once the messages in flight are done */
+    for (uint32_t k = 0; k < v->nsucc; k++) {
+        uint32_t succ = s->succ[v->succ_first + k];
+        if (--s->v[succ].deps_left == 0)
+            release(s, succ);
+    }
+}
+
+static coll_status_t start_message(coll_sched_t *s, uint32_t id)
+{
+    coll_vertex_t *v = &s->v[id];
+    uint64_t tag = coll_tag_make(COLL_TAG_COLL, s->seq, v->mtag);
+
+    s->inflight++;
+    coll_status_t st = coll_p2p_post_vertex(s->comm, v->type == V_SEND ? COLL_REQ_SEND
+                                                                       : COLL_REQ_RECV,
+                                            v->dst, v->len, v->peer, tag, s, id, &v->req);
+    if (st != COLL_OK)
+        s->inflight--;
+    return st;
+}
+
+/* Start a released vertex: local steps run at once, messages are posted
+ * and finish in a callback (possibly before coll_p2p_post_vertex returns). */
+static void start_vertex(coll_sched_t *s, uint32_t id)
+{
+    coll_vertex_t *v = &s->v[id];
+    coll_status_t st = COLL_OK;
+
+    v->state = V_ISSUED;
+    if (s->status != COLL_OK) {
+        vertex_done(s, id, s->status);
+        return;
+    }
+    switch (v->type) {
+    case V_SEND:
+    case V_RECV:
+        st = start_message(s, id);
+        if (st == COLL_OK)
+            return;
+        break;
+    case V_REDUCE:
+        st = coll_reduce_local(v->dst, v->a, v->b, v->len, s->args.dt, s->args.op);
+        break;
+    case V_COPY:
+        if (v->len && v->dst != v->a)
+            memcpy(v->dst, v->a, v->len);
+        break;
+    case V_AVG:
+        if (s->args.op == COLL_AVG)
+            st = coll_reduce_finish_avg(v->dst, v->len, s->args.dt, s->comm->nranks);
+        break;
+    default:
+        break;
+    }
+    vertex_done(s, id, st);
+}
+
+static void sched_finish(coll_sched_t *s)
+{
+    struct coll_request *req = s->req;
+
+    coll_list_del(&s->link);
+    req->status = s->status;
+    req->done = 1;
+    req->sched = NULL;
+    coll_comm_wake_waiters(s->comm);
+    coll_sched_free(s);
+}
+
+/* Run everything that can run now; returns once nothing moves. */
+static void sched_advance(coll_sched_t *s)
+{
+    while (s->ncompleted > 0 || s->nready > 0) {
+        while (s->ncompleted > 0) {
+            s->ncompleted--;
+            vertex_done(s, s->completed[s->ncompleted], s->completed_st[s->ncompleted]);
+        }
+        if (s->nready > 0)
+            start_vertex(s, s->ready[--s->nready]);
+    }
+    if (s->left == 0 || (s->status != COLL_OK && s->inflight == 0))
+        sched_finish(s);
+}
+
+void coll_sched_vertex_done(coll_sched_t *s, uint32_t vid, coll_status_t status)
+{
+    s->completed[s->ncompleted] = vid;
+    s->completed_st[s->ncompleted] = status;
+    s->ncompleted++;
+}
+
+void coll_sched_progress(struct coll_comm *comm)
+{
+    coll_list_t *pos, *tmp;
+    coll_list_for_each_safe(pos, tmp, &comm->scheds) {
+        coll_sched_t *s = coll_container_of(pos, coll_sched_t, link);
+        if (s->ncompleted > 0 || s->nready > 0 || s->left == 0 ||
+            (s->status != COLL_OK && s->inflight == 0))
+            sched_advance(s);
+    }
+}
+
+void coll_sched_drain(struct coll_comm *comm)
+{
+    while (!coll_list_empty(&comm->scheds)) {
+        coll_sched_t *s = coll_list_first(&comm->scheds, coll_sched_t, link);
+        if (s->status == COLL_OK)
+            s->status = comm->error != COLL_OK ? comm->error : COLL_ERR_INVALID_USAGE;
+        sched_advance(s);
+        if (!coll_list_empty(&comm->scheds) && coll_list_first(&comm->scheds, coll_sched_t,
+                                                                link) == s) {
+            /* messages still held by a transport: detach them, end anyway */
+            s->inflight = 0;
+            sched_advance(s);
+        }
+    }
+}
+
+/* Edges to successor lists (counting sort by source vertex). */
+static int build_successors(coll_sched_t *s)
+{
+    s->succ = malloc((size_t)(s->ne ? s->ne : 1) * sizeof(*s->succ));
+    s->ready = malloc((size_t)(s->nv ? s->nv : 1) * sizeof(*s->ready));
+    s->completed = malloc((size_t)(s->nv ? s->nv : 1) * sizeof(*s->completed));
+    s->completed_st = malloc((size_t)(s->nv ? s->nv : 1) * sizeof(*s->completed_st));
+    if (!s->succ || !s->ready || !s->completed || !s->completed_st)
+        return -1;
+    for (uint32_t e = 0; e < s->ne; e++)
+        s->v[s->edge[e][0]].nsucc++;
+    for (uint32_t i = 0, off = 0; i < s->nv; i++) {
+        s->v[i].succ_first = off;
+        off += s->v[i].nsucc;
+        s->v[i].nsucc = 0;
+    }
+    for (uint32_t e = 0; e < s->ne; e++) {
+        coll_vertex_t *from = &s->v[s->edge[e][0]];
+        s->succ[from->succ_first + from->nsucc++] = s->edge[e][1];
+    }
+    free(s->edge);
+    s->edge = NULL;
+    return 0;
+}
+
+coll_status_t coll_sched_start(coll_sched_t *s, struct coll_request **req_p)
+{
+    struct coll_comm *comm = s->comm;
+    struct coll_request *req;
+
+    if (s->status == COLL_OK && build_successors(s) != 0)
+        nomem(s);
+    req = s->status == COLL_OK ? calloc(1, sizeof(*req)) : NULL;
+    if (!req) {
+        coll_status_t st = s->status != COLL_OK ? s->status : COLL_ERR_NO_MEMORY;
+        coll_sched_free(s);
+        return coll_comm_error(comm, COLL_SUBSYS_COLL, st, "cannot build the schedule of %s "
+                               "(out of memory)", coll_coll_name(s->args.coll));
+    }
+    req->magic = COLL_REQ_MAGIC;
+    req->comm = comm;
+    req->kind = COLL_REQ_COLL;
+    req->peer = -1;
+    req->tag = -1;
+    req->op = s->name;
+    req->sched = s;
+    s->req = req;
+    s->left = s->nv;
+    COLL_TRACE(COLL_SUBSYS_COLL, "rank %d: %s: %u steps, %u dependencies", comm->rank, s->name,
+               s->nv, s->ne);
+    coll_list_push_back(&comm->scheds, &s->link);
+    for (uint32_t i = 0; i < s->nv; i++)
+        if (s->v[i].deps_left == 0)
+            release(s, i);
+    sched_advance(s); /* may finish at once (one rank, or all local) */
+    *req_p = req;
+    return COLL_OK;
+}
+
+/* ---- diagnosis ----------------------------------------------------------------- */
+
+size_t coll_sched_bytes_moved(const coll_sched_t *s)
+{
+    size_t bytes = s->bytes_done + (s->nv - s->left);
+    for (uint32_t i = 0; i < s->nv; i++)
+        if (s->v[i].req)
+            bytes += s->v[i].req->tp.bytes_done;
+    return bytes;
+}
+
+void coll_sched_describe_wait(const coll_sched_t *s, char *buf, size_t len)
+{
+    size_t used = 0;
+    int shown = 0, more = 0;
+
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < s->nv; i++) {
+        const coll_vertex_t *v = &s->v[i];
+        if (!v->req)
+            continue;
+        if (shown == 4) {
+            more++;
+            continue;
+        }
+        const coll_tp_ep_t *ep = s->comm->peers[v->peer].ep;
+        used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s %zu bytes %s %s "
+                                 "(%zu moved)", shown ? "; " : "",
+                                 v->type == V_SEND ? "sending" : "receiving", v->len,
+                                 v->type == V_SEND ? "to" : "from", ep ? ep->desc : "?",
+                                 v->req->tp.bytes_done);
+        shown++;
+    }
+    if (more && used < len)
+        snprintf(buf + used, len - used, "; and %d more", more);
+}

@@ -1,0 +1,115 @@
+/*
+ * schedule.h: collectives as schedules. An algorithm does not send anything
+ * itself: it builds a schedule, a graph of vertices (send, receive, local
+ * reduce, copy, the final division of an average) whose edges say "this
+ * waits for that". The engine starts every vertex whose dependencies are
+ * done, in any order, and progresses with the communicator; so one
+ * mechanism gives non-blocking collectives, several collectives in flight,
+ * and pipelines in which sending, receiving and reducing overlap.
+ *
+ * Messages of a schedule carry wire tags (COLL context, the collective's
+ * sequence number, and an algorithm-chosen 32-bit `mtag`): a send and its
+ * receive must use the same mtag, and two messages between the same pair
+ * should not share one unless their order is fixed by dependencies.
+ *
+ * Building never fails in the middle: an allocation failure is recorded and
+ * returned by coll_sched_start, so algorithms need no error checks.
+ */
+#ifndef COLL_SCHEDULE_H
+#define COLL_SCHEDULE_H
+
+#include "comm.h"
+
+/* The collectives. */
+typedef enum coll_coll {
+    COLL_BARRIER,
+    COLL_BCAST,
+    COLL_REDUCE,
+    COLL_ALLREDUCE,
+    COLL_ALLGATHER,
+    COLL_REDUCE_SCATTER,
+    COLL_ALLTOALL,
+    COLL_ALLTOALLV,
+    COLL_SCATTER,
+    COLL_GATHER,
+    COLL_NUM_COLLS
+} coll_coll_t;
+
+const char *coll_coll_name(coll_coll_t coll);
+
+/* A collective call as the user made it (after argument checks). */
+typedef struct coll_args {
+    coll_coll_t coll;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;             /* elements; per block for (all)gather, scatter,
+                                 reduce-scatter and alltoall */
+    coll_datatype_t dt;
+    coll_op_t op;
+    int root;
+    size_t esize;             /* bytes per element */
+    int in_place;             /* the call's in-place form was used */
+    int deterministic;        /* COLL_DETERMINISTIC */
+    size_t chunk_bytes;       /* COLL_PIPELINE_CHUNK */
+    size_t det_scratch_max;   /* COLL_DET_SCRATCH_MAX */
+    const size_t *sendcounts, *sdispls, *recvcounts, *rdispls; /* alltoallv */
+} coll_args_t;
+
+typedef int32_t coll_vid_t;  /* vertex id; negative: none */
+typedef struct coll_sched coll_sched_t;
+
+/* Dependency lists: COLL_DEPS(a, b) or COLL_NODEPS. Negative ids are
+ * skipped, so "the previous step, if any" needs no special case. */
+#define COLL_DEPS(...) \
+    (int)(sizeof((coll_vid_t[]){__VA_ARGS__}) / sizeof(coll_vid_t)), (coll_vid_t[]){__VA_ARGS__}
+#define COLL_NODEPS 0, NULL
+
+/* ---- building (algorithms) --------------------------------------------- */
+
+const coll_args_t *coll_sched_args(const coll_sched_t *s);
+const char *coll_sched_name(const coll_sched_t *s); /* "allreduce #12 (ring)" */
+int coll_sched_rank(const coll_sched_t *s);
+int coll_sched_size(const coll_sched_t *s);
+
+/* Scratch memory freed with the schedule (NULL only after an allocation
+ * failure, which coll_sched_start then reports). */
+void *coll_sched_scratch(coll_sched_t *s, size_t bytes);
+
+coll_vid_t coll_sched_send(coll_sched_t *s, const void *buf, size_t bytes, int peer,
+                           uint32_t mtag, int ndeps, const coll_vid_t *deps);
+coll_vid_t coll_sched_recv(coll_sched_t *s, void *buf, size_t bytes, int peer, uint32_t mtag,
+                           int ndeps, const coll_vid_t *deps);
+/* dst[i] = a[i] op b[i] for `count` elements of the collective's datatype
+ * and op (dst may be a or b). */
+coll_vid_t coll_sched_reduce(coll_sched_t *s, void *dst, const void *a, const void *b,
+                             size_t count, int ndeps, const coll_vid_t *deps);
+coll_vid_t coll_sched_copy(coll_sched_t *s, void *dst, const void *src, size_t bytes,
+                           int ndeps, const coll_vid_t *deps);
+/* buf[i] /= nranks, for COLL_AVG after the sum (a no-op for other ops). */
+coll_vid_t coll_sched_finish_avg(coll_sched_t *s, void *buf, size_t count, int ndeps,
+                                 const coll_vid_t *deps);
+/* A vertex that only waits for its dependencies (joins branches). */
+coll_vid_t coll_sched_join(coll_sched_t *s, int ndeps, const coll_vid_t *deps);
+
+/* ---- running (the collective layer) --------------------------------------- */
+
+/* `name` (e.g. "ring") is copied for messages. */
+coll_status_t coll_sched_create(struct coll_comm *comm, const coll_args_t *args,
+                                const char *name, coll_sched_t **s_p);
+/* Start the schedule (lock held). On success *req_p completes when every
+ * vertex has; on failure the schedule is freed. */
+coll_status_t coll_sched_start(coll_sched_t *s, struct coll_request **req_p);
+void coll_sched_free(coll_sched_t *s);
+
+/* Engine hooks, for comm.c and p2p.c. */
+void coll_sched_progress(struct coll_comm *comm);
+/* The communicator is going away and its endpoints are closed: finish
+ * every schedule (with an error if it had not finished) and free it. */
+void coll_sched_drain(struct coll_comm *comm);
+void coll_sched_vertex_done(coll_sched_t *s, uint32_t vid, coll_status_t status);
+/* Describe what a stalled collective waits for (peers, bytes). */
+void coll_sched_describe_wait(const coll_sched_t *s, char *buf, size_t len);
+/* Bytes moved so far, in-flight messages included (slow; for stall checks). */
+size_t coll_sched_bytes_moved(const coll_sched_t *s);
+
+#endif /* COLL_SCHEDULE_H */
