@@ -37,15 +37,28 @@ typedef struct coll_algo {
     double (*cost)(const coll_cost_in_t *c);
 } coll_algo_t;
 
+/* Each algorithm file defines its entry, `const coll_algo_t
+ * coll_algo_<collective>_<name>`, and each family of collectives lists its
+ * entries in a NULL-terminated array in list_<family>.c. */
+extern const coll_algo_t *const coll_algos_core[];      /* list_core.c: barrier, allreduce */
+extern const coll_algo_t *const coll_algos_reduce[];    /* list_reduce.c: reduce, reduce_scatter */
+extern const coll_algo_t *const coll_algos_rooted[];    /* list_rooted.c: bcast, scatter, gather */
+extern const coll_algo_t *const coll_algos_exchange[];  /* list_exchange.c: allgather, alltoall(v) */
+
 /* The registry (registry.c). */
-const coll_algo_t *coll_algo_table(int *count_p);
 const coll_algo_t *coll_algo_find(coll_coll_t coll, const char *name);
+/* Call fn for every algorithm of `coll` (all collectives if COLL_NUM_COLLS). */
+void coll_algo_foreach(coll_coll_t coll, void (*fn)(const coll_algo_t *algo, void *arg), void *arg);
 /* Parse COLL_ALGO ("allreduce:ring,bcast:binomial") into forced[coll]
  * (NULL where nothing is forced). */
 coll_status_t coll_algo_parse_forced(const char *spec, const coll_algo_t *forced[COLL_NUM_COLLS]);
 /* Choose the algorithm for a call (forced, checked, or cheapest). */
 coll_status_t coll_algo_select(struct coll_comm *comm, const coll_args_t *a,
                                const coll_algo_t **algo_p);
+
+/* Costs shared by several formulas: the extra steps of folding a
+ * non-power-of-two p (2 alpha + 2 n beta, + n gamma when it reduces). */
+double coll_cost_fold(const coll_cost_in_t *c, int reduces);
 
 /* ---- helpers shared by algorithms ---------------------------------------- */
 
@@ -109,14 +122,11 @@ double coll_reduce_gamma(void);
 /* Byte pointer arithmetic on user buffers. */
 #define COLL_PTR(buf, elems, esize) ((void *)((char *)(buf) + (elems) * (esize)))
 
-/* ---- the algorithms --------------------------------------------------------- */
+/* ---- the algorithms ---------------------------------------------------------- */
 
-void coll_barrier_dissemination(coll_sched_t *s);
-
-void coll_allreduce_naive(coll_sched_t *s);
-void coll_allreduce_ring(coll_sched_t *s);
-void coll_allreduce_parallel(coll_sched_t *s);
-void coll_allreduce_butterfly(coll_sched_t *s);
-void coll_allreduce_recursive_doubling(coll_sched_t *s);
+extern const coll_algo_t coll_algo_barrier_dissemination;
+extern const coll_algo_t coll_algo_allreduce_ring, coll_algo_allreduce_butterfly,
+    coll_algo_allreduce_recursive_doubling, coll_algo_allreduce_parallel,
+    coll_algo_allreduce_naive;
 
 #endif /* COLL_ALGORITHMS_H */

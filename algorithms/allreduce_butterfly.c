@@ -164,7 +164,7 @@ static coll_vid_t halve_gather(fly_t *f, seg_t *final)
     return ready;
 }
 
-void coll_allreduce_butterfly(coll_sched_t *s)
+static void build(coll_sched_t *s)
 {
     const coll_args_t *a = coll_sched_args(s);
     fly_t f = {.s = s, .a = a, .p = coll_sched_size(s), .r = coll_sched_rank(s)};
@@ -204,3 +204,14 @@ void coll_allreduce_butterfly(coll_sched_t *s)
     if (f.r < 2 * f.rem)
         coll_sched_send(s, a->recvbuf, bytes, f.r - 1, 1, COLL_DEPS(prev));
 }
+
+static double cost(const coll_cost_in_t *c)
+{
+    double q = c->p - 1;
+    return 2 * coll_log2(coll_pow2_floor((int)c->p)) * c->alpha + 2 * c->n * q / c->p * c->beta +
+           c->n * q / c->p * c->gamma + coll_cost_fold(c, 1);
+}
+
+const coll_algo_t coll_algo_allreduce_butterfly = {
+    COLL_ALLREDUCE, "butterfly", build, NULL, cost,
+};

@@ -11,7 +11,7 @@
  */
 #include "algorithms.h"
 
-void coll_allreduce_naive(coll_sched_t *s)
+static void build(coll_sched_t *s)
 {
     const coll_args_t *a = coll_sched_args(s);
     int p = coll_sched_size(s), r = coll_sched_rank(s);
@@ -41,3 +41,13 @@ void coll_allreduce_naive(coll_sched_t *s)
     for (int k = 1; k < p; k++)
         coll_sched_send(s, a->recvbuf, bytes, k, 1, COLL_DEPS(prev));
 }
+
+static double cost(const coll_cost_in_t *c)
+{
+    double q = c->p - 1;
+    return 2 * q * c->alpha + 2 * q * c->n * c->beta + q * c->n * c->gamma;
+}
+
+const coll_algo_t coll_algo_allreduce_naive = {
+    COLL_ALLREDUCE, "naive", build, NULL, cost,
+};

@@ -13,7 +13,7 @@
  */
 #include "algorithms.h"
 
-void coll_allreduce_parallel(coll_sched_t *s)
+static void build(coll_sched_t *s)
 {
     const coll_args_t *a = coll_sched_args(s);
     int p = coll_sched_size(s), r = coll_sched_rank(s);
@@ -67,3 +67,14 @@ void coll_allreduce_parallel(coll_sched_t *s)
         coll_sched_recv(s, COLL_PTR(a->recvbuf, off, es), cnt * es, k, 1, COLL_DEPS(rs_send[k]));
     }
 }
+
+static double cost(const coll_cost_in_t *c)
+{
+    double q = c->p - 1;
+    /* the ring's volume, but p-1 messages per phase leave at once */
+    return 3 * q * c->alpha + 2 * c->n * q / c->p * c->beta + c->n * q / c->p * c->gamma;
+}
+
+const coll_algo_t coll_algo_allreduce_parallel = {
+    COLL_ALLREDUCE, "parallel", build, NULL, cost,
+};

@@ -58,7 +58,7 @@ static void gather_then_reduce(coll_sched_t *s, int v, int p2, int rem)
         coll_sched_send(s, a->recvbuf, row, r - 1, 1, COLL_DEPS(ready));
 }
 
-void coll_allreduce_recursive_doubling(coll_sched_t *s)
+static void build(coll_sched_t *s)
 {
     const coll_args_t *a = coll_sched_args(s);
     int p = coll_sched_size(s), r = coll_sched_rank(s);
@@ -96,3 +96,23 @@ void coll_allreduce_recursive_doubling(coll_sched_t *s)
     if (r < 2 * rem)
         coll_sched_send(s, a->recvbuf, bytes, r - 1, 1, COLL_DEPS(prev));
 }
+
+static double cost(const coll_cost_in_t *c)
+{
+    double steps = coll_log2(coll_pow2_floor((int)c->p));
+    return steps * (c->alpha + c->n * c->beta + c->n * c->gamma) + coll_cost_fold(c, 1);
+}
+
+/* Deterministic mode keeps p vectors. */
+static int usable(const coll_args_t *a, int nranks, const char **why)
+{
+    if (!a->deterministic || a->count * a->esize <= a->det_scratch_max / (size_t)nranks)
+        return 1;
+    *why = "in deterministic mode it keeps every rank's vector, which exceeds "
+           "COLL_DET_SCRATCH_MAX";
+    return 0;
+}
+
+const coll_algo_t coll_algo_allreduce_recursive_doubling = {
+    COLL_ALLREDUCE, "recursive_doubling", build, usable, cost,
+};

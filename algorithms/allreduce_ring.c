@@ -97,7 +97,7 @@ static void chain_chunk(coll_sched_t *s, size_t off, size_t cnt, size_t j, void 
         coll_sched_send(s, dst, bytes, r - 1, tag_down, COLL_DEPS(down));
 }
 
-void coll_allreduce_ring(coll_sched_t *s)
+static void build(coll_sched_t *s)
 {
     const coll_args_t *a = coll_sched_args(s);
     int p = coll_sched_size(s);
@@ -130,3 +130,15 @@ void coll_allreduce_ring(coll_sched_t *s)
     for (size_t j = 0; j < nch; j++)
         ring_chunk(s, j, nch, ch, tmp + 2 * j * ch * es, tmp + (2 * j + 1) * ch * es, rs_send);
 }
+
+static double cost(const coll_cost_in_t *c)
+{
+    double q = c->p - 1, chunks = c->n / c->p / c->chunk;
+    chunks = chunks < 1 ? 1 : chunks;
+    return 2 * (q + chunks - 1) * c->alpha + 2 * c->n * q / c->p * c->beta +
+           c->n * q / c->p * c->gamma;
+}
+
+const coll_algo_t coll_algo_allreduce_ring = {
+    COLL_ALLREDUCE, "ring", build, NULL, cost,
+};

@@ -9,7 +9,7 @@
  */
 #include "algorithms.h"
 
-void coll_barrier_dissemination(coll_sched_t *s)
+static void build(coll_sched_t *s)
 {
     int p = coll_sched_size(s), r = coll_sched_rank(s);
     coll_vid_t heard = -1;
@@ -19,3 +19,12 @@ void coll_barrier_dissemination(coll_sched_t *s)
         heard = coll_sched_recv(s, NULL, 0, (r - dist + p) % p, (uint32_t)k, COLL_NODEPS);
     }
 }
+
+static double cost(const coll_cost_in_t *c)
+{
+    return coll_log2(c->p) * c->alpha;
+}
+
+const coll_algo_t coll_algo_barrier_dissemination = {
+    COLL_BARRIER, "dissemination", build, NULL, cost,
+};

@@ -18,98 +18,44 @@
 #include "param.h"
 #include "reduce.h"
 
-/* ---- cost formulas (see each algorithm's header comment) ----------------- */
+/* ---- the families ----------------------------------------------------------- */
 
-static double lg(double p)
-{
-    return coll_log2(p);
-}
-
-static double fold(const coll_cost_in_t *c, int reduces)
-{
-    double p2 = coll_pow2_floor((int)c->p);
-    if (p2 == c->p)
-        return 0;
-    return 2 * c->alpha + 2 * c->n * c->beta + (reduces ? c->n * c->gamma : 0);
-}
-
-static double cost_barrier_dissemination(const coll_cost_in_t *c)
-{
-    return lg(c->p) * c->alpha;
-}
-
-static double cost_allreduce_naive(const coll_cost_in_t *c)
-{
-    double q = c->p - 1;
-    return 2 * q * c->alpha + 2 * q * c->n * c->beta + q * c->n * c->gamma;
-}
-
-static double cost_allreduce_ring(const coll_cost_in_t *c)
-{
-    double q = c->p - 1, chunks = c->n / c->p / c->chunk;
-    chunks = chunks < 1 ? 1 : chunks;
-    return 2 * (q + chunks - 1) * c->alpha + 2 * c->n * q / c->p * c->beta +
-           c->n * q / c->p * c->gamma;
-}
-
-static double cost_allreduce_parallel(const coll_cost_in_t *c)
-{
-    double q = c->p - 1;
-    /* the same volume as the ring, but p-1 messages per phase leave at once */
-    return 2 * q * c->alpha + 2 * c->n * q / c->p * c->beta + c->n * q / c->p * c->gamma +
-           q * c->alpha;
-}
-
-static double cost_allreduce_butterfly(const coll_cost_in_t *c)
-{
-    double q = c->p - 1;
-    return 2 * lg(coll_pow2_floor((int)c->p)) * c->alpha + 2 * c->n * q / c->p * c->beta +
-           c->n * q / c->p * c->gamma + fold(c, 1);
-}
-
-static double cost_allreduce_recursive_doubling(const coll_cost_in_t *c)
-{
-    double steps = lg(coll_pow2_floor((int)c->p));
-    return steps * (c->alpha + c->n * c->beta + c->n * c->gamma) + fold(c, 1);
-}
-
-/* ---- restrictions ----------------------------------------------------------- */
-
-/* Deterministic recursive doubling keeps p vectors. */
-static int usable_rd(const coll_args_t *a, int nranks, const char **why)
-{
-    if (!a->deterministic || a->count * a->esize <= a->det_scratch_max / (size_t)nranks)
-        return 1;
-    *why = "in deterministic mode it keeps every rank's vector, which exceeds "
-           "COLL_DET_SCRATCH_MAX";
-    return 0;
-}
-
-/* ---- the table ------------------------------------------------------------------ */
-
-static const coll_algo_t table[] = {
-    {COLL_BARRIER, "dissemination", coll_barrier_dissemination, NULL,
-     cost_barrier_dissemination},
-    {COLL_ALLREDUCE, "ring", coll_allreduce_ring, NULL, cost_allreduce_ring},
-    {COLL_ALLREDUCE, "butterfly", coll_allreduce_butterfly, NULL, cost_allreduce_butterfly},
-    {COLL_ALLREDUCE, "recursive_doubling", coll_allreduce_recursive_doubling, usable_rd,
-     cost_allreduce_recursive_doubling},
-    {COLL_ALLREDUCE, "parallel", coll_allreduce_parallel, NULL, cost_allreduce_parallel},
-    {COLL_ALLREDUCE, "naive", coll_allreduce_naive, NULL, cost_allreduce_naive},
+static const coll_algo_t *const *const families[] = {
+    coll_algos_core, coll_algos_reduce, coll_algos_rooted, coll_algos_exchange,
 };
 
-const coll_algo_t *coll_algo_table(int *count_p)
+void coll_algo_foreach(coll_coll_t coll, void (*fn)(const coll_algo_t *algo, void *arg), void *arg)
 {
-    *count_p = (int)COLL_ARRAY_LEN(table);
-    return table;
+    for (size_t f = 0; f < COLL_ARRAY_LEN(families); f++)
+        for (const coll_algo_t *const *al = families[f]; *al; al++)
+            if (coll == COLL_NUM_COLLS || (*al)->coll == coll)
+                fn(*al, arg);
+}
+
+typedef struct find_ctx {
+    const char *name;
+    const coll_algo_t *found;
+} find_ctx_t;
+
+static void find_one(const coll_algo_t *al, void *arg)
+{
+    find_ctx_t *f = arg;
+    if (!f->found && strcasecmp(al->name, f->name) == 0)
+        f->found = al;
 }
 
 const coll_algo_t *coll_algo_find(coll_coll_t coll, const char *name)
 {
-    for (size_t i = 0; i < COLL_ARRAY_LEN(table); i++)
-        if (table[i].coll == coll && strcasecmp(table[i].name, name) == 0)
-            return &table[i];
-    return NULL;
+    find_ctx_t f = {name, NULL};
+    coll_algo_foreach(coll, find_one, &f);
+    return f.found;
+}
+
+double coll_cost_fold(const coll_cost_in_t *c, int reduces)
+{
+    if (coll_pow2_floor((int)c->p) == (int)c->p)
+        return 0;
+    return 2 * c->alpha + 2 * c->n * c->beta + (reduces ? c->n * c->gamma : 0);
 }
 
 /* "bcast" is accepted for broadcast, as NCCL users type it. */
@@ -127,14 +73,24 @@ static int coll_by_name(const char *name, coll_coll_t *coll_p)
     return -1;
 }
 
+typedef struct names_ctx {
+    char *buf;
+    size_t len, used;
+} names_ctx_t;
+
+static void add_name(const coll_algo_t *al, void *arg)
+{
+    names_ctx_t *n = arg;
+    if (n->used < n->len)
+        n->used += (size_t)snprintf(n->buf + n->used, n->len - n->used, "%s%s",
+                                    n->used ? ", " : "", al->name);
+}
+
 static void list_algos(coll_coll_t coll, char *buf, size_t len)
 {
-    size_t used = 0;
+    names_ctx_t n = {buf, len, 0};
     buf[0] = '\0';
-    for (size_t i = 0; i < COLL_ARRAY_LEN(table) && used < len; i++)
-        if (table[i].coll == coll)
-            used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? ", " : "",
-                                     table[i].name);
+    coll_algo_foreach(coll, add_name, &n);
 }
 
 coll_status_t coll_algo_parse_forced(const char *spec, const coll_algo_t *forced[COLL_NUM_COLLS])
@@ -195,34 +151,41 @@ static void cost_inputs(struct coll_comm *comm, const coll_args_t *a, coll_cost_
     c->chunk = (double)chunk;
 }
 
+typedef struct cheapest_ctx {
+    struct coll_comm *comm;
+    const coll_args_t *a;
+    coll_cost_in_t c;
+    const coll_algo_t *best;
+    double best_t;
+    char *tbl;
+    size_t len, used;
+} cheapest_ctx_t;
+
+static void consider(const coll_algo_t *al, void *arg)
+{
+    cheapest_ctx_t *x = arg;
+    const char *why = NULL;
+    size_t room = x->used < x->len ? x->len - x->used : 0;
+
+    if (al->usable && !al->usable(x->a, x->comm->nranks, &why)) {
+        x->used += (size_t)snprintf(x->tbl + x->used, room, " %s=n/a", al->name);
+        return;
+    }
+    double t = al->cost(&x->c);
+    x->used += (size_t)snprintf(x->tbl + x->used, room, " %s=%.1fus", al->name, t * 1e6);
+    if (!x->best || t < x->best_t) {
+        x->best = al;
+        x->best_t = t;
+    }
+}
+
 static const coll_algo_t *cheapest(struct coll_comm *comm, const coll_args_t *a, char *tbl,
                                    size_t len)
 {
-    const coll_algo_t *best = NULL;
-    double best_t = 0;
-    coll_cost_in_t c;
-    size_t used = 0;
-
-    cost_inputs(comm, a, &c);
-    for (size_t i = 0; i < COLL_ARRAY_LEN(table); i++) {
-        const coll_algo_t *al = &table[i];
-        const char *why = NULL;
-        if (al->coll != a->coll)
-            continue;
-        if (al->usable && !al->usable(a, comm->nranks, &why)) {
-            used += (size_t)snprintf(tbl + used, used < len ? len - used : 0, " %s=n/a",
-                                     al->name);
-            continue;
-        }
-        double t = al->cost(&c);
-        used += (size_t)snprintf(tbl + used, used < len ? len - used : 0, " %s=%.1fus",
-                                 al->name, t * 1e6);
-        if (!best || t < best_t) {
-            best = al;
-            best_t = t;
-        }
-    }
-    return best;
+    cheapest_ctx_t x = {.comm = comm, .a = a, .tbl = tbl, .len = len};
+    cost_inputs(comm, a, &x.c);
+    coll_algo_foreach(a->coll, consider, &x);
+    return x.best;
 }
 
 coll_status_t coll_algo_select(struct coll_comm *comm, const coll_args_t *a,
