@@ -61,7 +61,7 @@ TEST_HELPERS := $(BUILD)/tests/helper_rank
 SHLIB := $(BUILD)/lib/libcoll.so.$(VERSION)
 STLIB := $(BUILD)/lib/libcoll.a
 
-.PHONY: all lib tools config install uninstall test demo clean deps-test deps-demo
+.PHONY: all lib tools config install uninstall test demo clean deps-test deps-demo docs-env
 .DEFAULT_GOAL := all
 
 all: config lib tools $(EXAMPLES) $(BENCHES)
@@ -143,6 +143,15 @@ test-build: $(TESTS) $(TEST_HELPERS)
 
 demo: deps-demo all
 	$(BUILD)/bin/collrun -n 4 $(BUILD)/bin/exchange
+
+# The table of COLL_* variables in docs/env.md, from libcoll/param.h.
+docs-env: $(BUILD)/bin/collinfo
+	@$(BUILD)/bin/collinfo --markdown > $(BUILD)/params.md
+	@awk -v table=$(BUILD)/params.md \
+	    '/<!-- params:begin -->/ { print; while ((getline line < table) > 0) print line; skip = 1; next } \
+	     /<!-- params:end -->/ { skip = 0 } !skip' docs/env.md > $(BUILD)/env.md
+	@mv $(BUILD)/env.md docs/env.md
+	@echo "docs/env.md: $$(grep -c '^| `COLL_' docs/env.md) variables"
 
 # ---- install ----------------------------------------------------------------------
 install: all

@@ -56,6 +56,26 @@ coll_status_t coll_algo_parse_forced(const char *spec, const coll_algo_t *forced
 coll_status_t coll_algo_select(struct coll_comm *comm, const coll_args_t *a,
                                const coll_algo_t **algo_p);
 
+/* Reduce `count` elements of every rank's src along the chain 0 -> 1 ->
+ * ... -> p-1 (rank order: the deterministic result) into `result` on rank
+ * p-1, in pipelined chunks with mtags tag_base + chunk. Returns a vertex
+ * after which this rank's part is done (result complete on rank p-1, src
+ * free again elsewhere). chain_reduce.c. */
+coll_vid_t coll_chain_reduce(coll_sched_t *s, const void *src, void *result, size_t count,
+                             uint32_t tag_base);
+
+/* The ring reduce-scatter for pipeline chunk j of nch (ch elements each),
+ * reading src and accumulating in work (same layout as the call's
+ * vector; may be src): afterwards chunk j of block (rank+1) mod p of work
+ * is reduced over all ranks. tmp0/tmp1 hold one chunk each;
+ * rs_send[t] gets the step-t send (its region may be overwritten once it
+ * completes). mtags t * nch + j, t < p-1. Returns the last reduce.
+ * ring_reduce_scatter.c. */
+coll_vid_t coll_ring_rs_chunk(coll_sched_t *s, const void *src, void *work, size_t j, size_t nch,
+                              size_t ch, void *tmp0, void *tmp1, coll_vid_t *rs_send);
+/* Chunk j of block b of the call's vector: elements [*off, *off + return). */
+size_t coll_ring_chunk(const coll_args_t *a, int p, size_t ch, int b, size_t j, size_t *off);
+
 /* Costs shared by several formulas: the extra steps of folding a
  * non-power-of-two p (2 alpha + 2 n beta, + n gamma when it reduces). */
 double coll_cost_fold(const coll_cost_in_t *c, int reduces);
@@ -128,5 +148,14 @@ extern const coll_algo_t coll_algo_barrier_dissemination;
 extern const coll_algo_t coll_algo_allreduce_ring, coll_algo_allreduce_butterfly,
     coll_algo_allreduce_recursive_doubling, coll_algo_allreduce_parallel,
     coll_algo_allreduce_naive;
+extern const coll_algo_t coll_algo_reduce_binomial, coll_algo_reduce_rabenseifner,
+    coll_algo_reduce_scatter_ring, coll_algo_reduce_scatter_recursive_halving,
+    coll_algo_reduce_scatter_pairwise;
+extern const coll_algo_t coll_algo_bcast_binomial, coll_algo_bcast_chain,
+    coll_algo_bcast_scatter_allgather, coll_algo_scatter_binomial, coll_algo_scatter_linear,
+    coll_algo_gather_binomial, coll_algo_gather_linear;
+extern const coll_algo_t coll_algo_allgather_ring, coll_algo_allgather_recursive_doubling,
+    coll_algo_allgather_bruck, coll_algo_alltoall_pairwise, coll_algo_alltoall_bruck,
+    coll_algo_alltoallv_pairwise;
 
 #endif /* COLL_ALGORITHMS_H */

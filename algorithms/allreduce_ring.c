@@ -20,14 +20,6 @@
  */
 #include "algorithms.h"
 
-/* Element range of chunk j of block b: [*off, *off + return). */
-static size_t chunk_of(const coll_args_t *a, int p, size_t ch, int b, size_t j, size_t *off)
-{
-    size_t bcnt = coll_block_count(a->count, p, b), lo = j * ch;
-    *off = coll_block_offset(a->count, p, b) + (lo < bcnt ? lo : bcnt);
-    return lo < bcnt ? (bcnt - lo < ch ? bcnt - lo : ch) : 0;
-}
-
 static int mod(int x, int p)
 {
     return ((x % p) + p) % p;
@@ -39,31 +31,19 @@ static void ring_chunk(coll_sched_t *s, size_t j, size_t nch, size_t ch, void *t
     const coll_args_t *a = coll_sched_args(s);
     int p = coll_sched_size(s), r = coll_sched_rank(s);
     size_t es = a->esize, off, cnt;
-    void *tmp[2] = {tmp0, tmp1};
-    coll_vid_t red = -1, tmp_reader[2] = {-1, -1}, prev;
     uint32_t steps = (uint32_t)(p - 1);
+    coll_vid_t prev;
 
-    /* reduce-scatter: step t sends block r-t, receives and reduces r-t-1 */
-    for (int t = 0; t < p - 1; t++) {
-        cnt = chunk_of(a, p, ch, mod(r - t, p), j, &off);
-        const void *from = t == 0 ? COLL_PTR(a->sendbuf, off, es) : COLL_PTR(a->recvbuf, off, es);
-        rs_send[t] = coll_sched_send(s, from, cnt * es, mod(r + 1, p),
-                                     (uint32_t)(t * nch + j), COLL_DEPS(red));
-        cnt = chunk_of(a, p, ch, mod(r - t - 1, p), j, &off);
-        coll_vid_t rv = coll_sched_recv(s, tmp[t % 2], cnt * es, mod(r - 1, p),
-                                        (uint32_t)(t * nch + j), COLL_DEPS(tmp_reader[t % 2]));
-        red = coll_sched_reduce(s, COLL_PTR(a->recvbuf, off, es), tmp[t % 2],
-                                COLL_PTR(a->sendbuf, off, es), cnt, COLL_DEPS(rv));
-        tmp_reader[t % 2] = red;
-    }
-    cnt = chunk_of(a, p, ch, mod(r + 1, p), j, &off);
+    coll_vid_t red = coll_ring_rs_chunk(s, a->sendbuf, a->recvbuf, j, nch, ch, tmp0, tmp1,
+                                        rs_send);
+    cnt = coll_ring_chunk(a, p, ch, mod(r + 1, p), j, &off);
     prev = coll_sched_finish_avg(s, COLL_PTR(a->recvbuf, off, es), cnt, COLL_DEPS(red));
     /* all-gather: step t sends block r+1-t, receives block r-t in place */
     for (int t = 0; t < p - 1; t++) {
-        cnt = chunk_of(a, p, ch, mod(r + 1 - t, p), j, &off);
+        cnt = coll_ring_chunk(a, p, ch, mod(r + 1 - t, p), j, &off);
         coll_sched_send(s, COLL_PTR(a->recvbuf, off, es), cnt * es, mod(r + 1, p),
                         (uint32_t)((steps + t) * nch + j), COLL_DEPS(prev));
-        cnt = chunk_of(a, p, ch, mod(r - t, p), j, &off);
+        cnt = coll_ring_chunk(a, p, ch, mod(r - t, p), j, &off);
         /* the region was read by our reduce-scatter send of step t */
         prev = coll_sched_recv(s, COLL_PTR(a->recvbuf, off, es), cnt * es, mod(r - 1, p),
                                (uint32_t)((steps + t) * nch + j), COLL_DEPS(rs_send[t]));

@@ -5,5 +5,12 @@
 #include "algorithms.h"
 
 const coll_algo_t *const coll_algos_rooted[] = {
+    &coll_algo_bcast_binomial,
+    &coll_algo_bcast_chain,
+    &coll_algo_bcast_scatter_allgather,
+    &coll_algo_scatter_binomial,
+    &coll_algo_scatter_linear,
+    &coll_algo_gather_binomial,
+    &coll_algo_gather_linear,
     NULL,
 };

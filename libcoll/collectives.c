@@ -103,11 +103,14 @@ static coll_status_t launch(call_t *c, struct coll_request **req_p)
     coll_sched_t *s;
 
     c->a.deterministic = comm->deterministic;
+    c->a.check_args = comm->check_args;
     c->a.chunk_bytes = comm->chunk_bytes;
     c->a.det_scratch_max = comm->det_scratch_max;
     COLL_CHECK(coll_algo_select(comm, &c->a, &algo));
     COLL_CHECK(coll_sched_create(comm, &c->a, algo->name, &s));
     comm->coll_seq++;
+    if (c->a.check_args && comm->nranks > 1)
+        coll_check_args_add(s);
     algo->build(s);
     return coll_sched_start(s, req_p);
 }

@@ -312,6 +312,7 @@ static coll_status_t read_coll_settings(struct coll_comm *comm)
 {
     COLL_CHECK(coll_algo_parse_forced(coll_param_raw(COLL_PARAM_ALGO), comm->forced));
     COLL_CHECK(coll_param_bool(COLL_PARAM_DETERMINISTIC, &comm->deterministic));
+    COLL_CHECK(coll_param_bool(COLL_PARAM_CHECK_ARGS, &comm->check_args));
     COLL_CHECK(coll_param_size(COLL_PARAM_PIPELINE_CHUNK, &comm->chunk_bytes));
     COLL_CHECK(coll_param_size(COLL_PARAM_DET_SCRATCH_MAX, &comm->det_scratch_max));
     if (comm->chunk_bytes < 64)

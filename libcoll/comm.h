@@ -84,6 +84,7 @@ struct coll_comm {
     const struct coll_algo *forced[COLL_MAX_COLLS];      /* COLL_ALGO */
     const struct coll_algo *last_choice[COLL_MAX_COLLS]; /* to log changes */
     int deterministic;
+    int check_args;
     size_t chunk_bytes;
     size_t det_scratch_max;
     double alpha, beta;            /* cost model: the slowest transport in use */

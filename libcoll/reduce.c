@@ -390,14 +390,14 @@ static coll_reduce_impl_table_t vector_table;
  * cache for whoever reads it next (the send of the next ring step). So the
  * threshold is half the L3: output + inputs = 1.5 x L3. Measured on the
  * development machine (32 MiB L3; bench/reduce_bench.c), streaming c = a + b
- * is about 15% faster from 16 MiB of output up and about 10% slower at
- * 1 to 4 MiB. The size comes from sysfs: in VMs CPUID (which sysconf reads)
+ * was 10-15% faster from 16 MiB of output up and 10% slower at 1 to
+ * 4 MiB. The size comes from sysfs: in VMs CPUID (which sysconf reads)
  * may report the host's cache, 384 MiB here. */
 static size_t nt_threshold_bytes(void)
 {
     size_t kib = 0;
     char unit = 0;
-    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "re");
 
     if (f) {
         if (fscanf(f, "%zu%c", &kib, &unit) != 2 || unit != 'K')
@@ -410,9 +410,7 @@ static size_t nt_threshold_bytes(void)
     }
     return kib * 1024 / 2;
 }
-#endif
 
-#if defined(__x86_64__)
 /* __builtin_cpu_supports("avx2") also checks that the OS saves the YMM
  * registers. F16C is asked of CPUID directly (leaf 1, ECX bit 29) because
  * clang's builtin does not know the name "f16c". */

@@ -17,7 +17,7 @@
 #include "reduce.h"
 #include "schedule.h"
 
-enum { V_SEND, V_RECV, V_REDUCE, V_COPY, V_AVG, V_JOIN };
+enum { V_SEND, V_RECV, V_REDUCE, V_COPY, V_AVG, V_JOIN, V_CHECK };
 enum { V_WAITING, V_ISSUED, V_DONE };
 
 typedef struct coll_vertex {
@@ -31,6 +31,7 @@ typedef struct coll_vertex {
     const void *a, *b;
     size_t len;                 /* bytes (send, recv, copy) or elements (reduce, avg) */
     struct coll_request *req;   /* send, recv: while in flight */
+    coll_sched_check_fn check;  /* check */
 } coll_vertex_t;
 
 struct coll_sched {
@@ -52,6 +53,7 @@ struct coll_sched {
     uint32_t inflight;          /* messages started, not done */
     size_t bytes_done;
     coll_status_t status;       /* first error (building or running) */
+    coll_vid_t gate;            /* every new vertex waits for it (-1: none) */
     void **scratch;
     uint32_t nscratch, capscratch;
     struct coll_request *req;   /* the collective's request */
@@ -78,6 +80,11 @@ const coll_args_t *coll_sched_args(const coll_sched_t *s)
 const char *coll_sched_name(const coll_sched_t *s)
 {
     return s->name;
+}
+
+struct coll_comm *coll_sched_comm(const coll_sched_t *s)
+{
+    return s->comm;
 }
 
 int coll_sched_rank(const coll_sched_t *s)
@@ -124,6 +131,19 @@ void *coll_sched_scratch(coll_sched_t *s, size_t bytes)
     return p;
 }
 
+static int add_edge(coll_sched_t *s, coll_vid_t from, uint32_t to)
+{
+    if (grow((void **)&s->edge, &s->cape, s->ne, sizeof(*s->edge)) != 0) {
+        nomem(s);
+        return -1;
+    }
+    s->edge[s->ne][0] = (uint32_t)from;
+    s->edge[s->ne][1] = to;
+    s->ne++;
+    s->v[to].deps_left++;
+    return 0;
+}
+
 static coll_vid_t add_vertex(coll_sched_t *s, int type, int ndeps, const coll_vid_t *deps)
 {
     if (s->status != COLL_OK ||
@@ -135,18 +155,13 @@ static coll_vid_t add_vertex(coll_sched_t *s, int type, int ndeps, const coll_vi
     coll_vertex_t *v = &s->v[id];
     memset(v, 0, sizeof(*v));
     v->type = (uint8_t)type;
-    for (int i = 0; i < ndeps; i++) {
-        if (deps[i] < 0)
-            continue;
-        if (grow((void **)&s->edge, &s->cape, s->ne, sizeof(*s->edge)) != 0) {
-            nomem(s);
+    for (int i = 0; i < ndeps; i++)
+        if (deps[i] >= 0 && add_edge(s, deps[i], id) != 0)
             return -1;
-        }
-        s->edge[s->ne][0] = (uint32_t)deps[i];
-        s->edge[s->ne][1] = id;
-        s->ne++;
-        v->deps_left++;
-    }
+    /* a vertex that waits for nothing else waits for the gate; the others
+     * wait for it through their dependencies */
+    if (v->deps_left == 0 && s->gate >= 0 && add_edge(s, s->gate, id) != 0)
+        return -1;
     return (coll_vid_t)id;
 }
 
@@ -213,6 +228,22 @@ coll_vid_t coll_sched_join(coll_sched_t *s, int ndeps, const coll_vid_t *deps)
     return add_vertex(s, V_JOIN, ndeps, deps);
 }
 
+coll_vid_t coll_sched_check(coll_sched_t *s, coll_sched_check_fn fn, void *arg, int ndeps,
+                            const coll_vid_t *deps)
+{
+    coll_vid_t id = add_vertex(s, V_CHECK, ndeps, deps);
+    if (id >= 0) {
+        s->v[id].check = fn;
+        s->v[id].dst = arg;
+    }
+    return id;
+}
+
+void coll_sched_set_gate(coll_sched_t *s, coll_vid_t gate)
+{
+    s->gate = gate;
+}
+
 coll_status_t coll_sched_create(struct coll_comm *comm, const coll_args_t *args,
                                 const char *name, coll_sched_t **s_p)
 {
@@ -223,6 +254,7 @@ coll_status_t coll_sched_create(struct coll_comm *comm, const coll_args_t *args,
     s->comm = comm;
     s->args = *args;
     s->seq = comm->coll_seq;
+    s->gate = -1;
     snprintf(s->name, sizeof(s->name), "%s #%u (%s)", coll_coll_name(args->coll), s->seq, name);
     coll_list_init(&s->link);
     *s_p = s;
@@ -322,6 +354,9 @@ static void start_vertex(coll_sched_t *s, uint32_t id)
     case V_AVG:
         if (s->args.op == COLL_AVG)
             st = coll_reduce_finish_avg(v->dst, v->len, s->args.dt, s->comm->nranks);
+        break;
+    case V_CHECK:
+        st = v->check(s, v->dst);
         break;
     default:
         break;

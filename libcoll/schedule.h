@@ -53,6 +53,7 @@ typedef struct coll_args {
     size_t chunk_bytes;       /* COLL_PIPELINE_CHUNK */
     size_t det_scratch_max;   /* COLL_DET_SCRATCH_MAX */
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls; /* alltoallv */
+    int check_args;           /* COLL_CHECK_ARGS: compare the call across ranks first */
 } coll_args_t;
 
 typedef int32_t coll_vid_t;  /* vertex id; negative: none */
@@ -68,6 +69,7 @@ typedef struct coll_sched coll_sched_t;
 
 const coll_args_t *coll_sched_args(const coll_sched_t *s);
 const char *coll_sched_name(const coll_sched_t *s); /* "allreduce #12 (ring)" */
+struct coll_comm *coll_sched_comm(const coll_sched_t *s);
 int coll_sched_rank(const coll_sched_t *s);
 int coll_sched_size(const coll_sched_t *s);
 
@@ -90,6 +92,18 @@ coll_vid_t coll_sched_finish_avg(coll_sched_t *s, void *buf, size_t count, int n
                                  const coll_vid_t *deps);
 /* A vertex that only waits for its dependencies (joins branches). */
 coll_vid_t coll_sched_join(coll_sched_t *s, int ndeps, const coll_vid_t *deps);
+/* A vertex that runs fn(s, arg) once its dependencies are done; an error
+ * it returns fails the schedule (fn records the message). */
+typedef coll_status_t (*coll_sched_check_fn)(coll_sched_t *s, void *arg);
+coll_vid_t coll_sched_check(coll_sched_t *s, coll_sched_check_fn fn, void *arg, int ndeps,
+                            const coll_vid_t *deps);
+/* Every vertex added from now on waits for `gate` too (the argument check
+ * runs before any data moves). */
+void coll_sched_set_gate(coll_sched_t *s, coll_vid_t gate);
+
+/* COLL_CHECK_ARGS: add the cross-rank comparison of the call and make it
+ * the gate of every step added afterwards (check_args.c). */
+void coll_check_args_add(coll_sched_t *s);
 
 /* ---- running (the collective layer) --------------------------------------- */
 

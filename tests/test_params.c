@@ -83,7 +83,7 @@ START_TEST(test_env_doc_complete)
         const coll_param_info_t *p = coll_param_info((coll_param_id_t)i);
         char row[128];
         snprintf(row, sizeof(row), "`%s` |", p->name);
-        ck_assert_msg(strstr(doc, row), "docs/env.md does not list %s", p->name);
+        ck_assert_msg(strstr(doc, row), "docs/env.md does not list %s (run make docs-env)", p->name);
         snprintf(row, sizeof(row), "`%s`", p->default_value[0] ? p->default_value : "(empty)");
         ck_assert_msg(strstr(strstr(doc, p->name), row), "docs/env.md has the wrong default for "
                       "%s (expected %s)", p->name, row);

@@ -59,6 +59,12 @@ static int is_float_dt(coll_datatype_t dt)
     return dt == COLL_FLOAT16 || dt == COLL_BFLOAT16 || dt == COLL_FLOAT32 || dt == COLL_FLOAT64;
 }
 
+/* 64-byte aligned memory (aligned_alloc wants a multiple of the alignment). */
+static void *alloc64(size_t bytes)
+{
+    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
 /* ---- random numbers (xorshift64*, fixed seeds: failures reproduce) ------ */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -590,8 +596,8 @@ START_TEST(test_matrix)
     size_t span = GUARD + (MAX_COUNT + 4) * es + GUARD;
     char *a0 = malloc(MAX_COUNT * es), *b0 = malloc(MAX_COUNT * es);
     char *expect = malloc(MAX_COUNT * es);
-    char *abuf = aligned_alloc(64, span), *bbuf = aligned_alloc(64, span);
-    char *dbuf = aligned_alloc(64, span);
+    char *abuf = alloc64(span), *bbuf = alloc64(span);
+    char *dbuf = alloc64(span);
     ck_assert(a0 && b0 && expect && abuf && bbuf && dbuf);
 
     rng_state = 0x1234567 + (uint64_t)dt;
@@ -656,8 +662,8 @@ START_TEST(test_byte_misaligned)
     coll_datatype_t dt = all_dts[_i];
     size_t es = coll_datatype_size(dt), count = 1000, bytes = count * es;
     char *a0 = malloc(bytes), *b0 = malloc(bytes), *expect = malloc(bytes);
-    char *abuf = aligned_alloc(64, bytes + 128), *bbuf = aligned_alloc(64, bytes + 128);
-    char *dbuf = aligned_alloc(64, bytes + 128);
+    char *abuf = alloc64(bytes + 128), *bbuf = alloc64(bytes + 128);
+    char *dbuf = alloc64(bytes + 128);
     ck_assert(a0 && b0 && expect && abuf && bbuf && dbuf);
 
     rng_state = 0x7777 + (uint64_t)dt;
@@ -688,7 +694,7 @@ static void paths_agree(coll_datatype_t dt, coll_op_t op, const void *a, const v
                         size_t count, size_t doff_bytes, const char *what)
 {
     size_t es = coll_datatype_size(dt), bytes = count * es;
-    char *dv = aligned_alloc(64, bytes + 64), *ds = aligned_alloc(64, bytes + 64);
+    char *dv = alloc64(bytes + 64), *ds = alloc64(bytes + 64);
     ck_assert(dv && ds);
     CALL_OK(reduce_on(0, dv + doff_bytes, a, b, count, dt, op));
     CALL_OK(reduce_on(1, ds + doff_bytes, a, b, count, dt, op));
@@ -821,7 +827,7 @@ START_TEST(test_finish_avg)
     coll_datatype_t dt = float_dts[_i];
     size_t es = coll_datatype_size(dt);
     char *a0 = malloc(MAX_COUNT * es), *expect = malloc(MAX_COUNT * es);
-    char *buf = aligned_alloc(64, GUARD + (MAX_COUNT + 4) * es + GUARD);
+    char *buf = alloc64(GUARD + (MAX_COUNT + 4) * es + GUARD);
     ck_assert(a0 && expect && buf);
 
     rng_state = 0xa5a5 + (uint64_t)dt;

@@ -1,0 +1,61 @@
+/*
+ * allgather_ring.c: the ring all-gather. Rank r starts with its own block;
+ * in step k (0 <= k < p-1) it passes block (r-k) mod p, the one it received
+ * in the step before (its own for k = 0), to its right neighbour r+1, and
+ * receives block (r-k-1) mod p from its left neighbour r-1 straight into
+ * its place in recvbuf. After p-1 steps every rank holds every block. Each
+ * rank receives exactly the p-1 blocks it lacks, and every link is busy in
+ * every step, so the volume is optimal; the price is p-1 latencies.
+ *
+ * Only a step's send waits, and only for the receive of the step before:
+ * receives write disjoint blocks and are all posted at once, so a block is
+ * forwarded as soon as it has arrived and the steps pipeline around the
+ * ring by themselves. Blocks are not cut into chunks: every link already
+ * carries data from the first step to the last, so chunks would add
+ * messages without adding overlap.
+ *
+ * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize.
+ * Any p. In place (sendbuf == recvbuf + r * count) our block is already
+ * where it belongs; otherwise it is copied there (n/p bytes, off the
+ * critical path: the first send reads sendbuf itself).
+ */
+#include "algorithms.h"
+
+static int mod(int x, int p)
+{
+    return ((x % p) + p) % p;
+}
+
+static void *block(const coll_args_t *a, int b)
+{
+    return COLL_PTR(a->recvbuf, (size_t)b * a->count, a->esize);
+}
+
+static void build(coll_sched_t *s)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    size_t bytes = a->count * a->esize;
+    coll_vid_t got = -1; /* the receive of the previous step */
+
+    if (a->count == 0)
+        return;
+    if (!a->in_place)
+        coll_sched_copy(s, block(a, r), a->sendbuf, bytes, COLL_NODEPS);
+    for (int k = 0; k < p - 1; k++) {
+        const void *from = k == 0 ? a->sendbuf : block(a, mod(r - k, p));
+        coll_sched_send(s, from, bytes, mod(r + 1, p), (uint32_t)k, COLL_DEPS(got));
+        got = coll_sched_recv(s, block(a, mod(r - k - 1, p)), bytes, mod(r - 1, p), (uint32_t)k,
+                              COLL_NODEPS);
+    }
+}
+
+static double cost(const coll_cost_in_t *c)
+{
+    double q = c->p - 1;
+    return q * c->alpha + c->n * q / c->p * c->beta;
+}
+
+const coll_algo_t coll_algo_allgather_ring = {
+    COLL_ALLGATHER, "ring", build, NULL, cost,
+};

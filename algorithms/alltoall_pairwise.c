@@ -1,0 +1,72 @@
+/*
+ * alltoall_pairwise.c: the pairwise-exchange all-to-all. In step k
+ * (1 <= k < p) rank r sends block r+k to rank r+k and receives block r-k
+ * from rank r-k (mod p); a step starts when the one before has finished
+ * both ways, so each rank has one message in flight each way and no link
+ * is flooded by p-1 messages at once. Our own block is a local copy.
+ *
+ * In place (sendbuf == recvbuf) slot j is both the block for rank j (sent
+ * in step j-r) and the block from rank j (received in step r-j). For
+ * k > p/2 the slot received in step k was sent in step p-k < k, so the
+ * block lands in place; for k <= p/2 it lands in scratch and is copied
+ * into place once step p-k has sent the slot's old contents.
+ *
+ * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize; out of place
+ * a local copy of n/p bytes; in place floor(p/2)/p n bytes of scratch and
+ * of local copies. Any p.
+ */
+#include "algorithms.h"
+
+static int mod(int x, int p)
+{
+    return ((x % p) + p) % p;
+}
+
+/* Block j of a buffer of p blocks of `bytes` each. */
+static char *slot(const void *buf, int j, size_t bytes)
+{
+    return (char *)buf + (size_t)j * bytes;
+}
+
+static void build(coll_sched_t *s)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    size_t bytes = a->count * a->esize;
+    coll_vid_t prev = -1;
+    char *held = NULL; /* in place: the blocks received in steps 1 .. p/2 */
+
+    if (a->count == 0)
+        return;
+    if (!a->in_place)
+        coll_sched_copy(s, slot(a->recvbuf, r, bytes), slot(a->sendbuf, r, bytes), bytes,
+                        COLL_NODEPS);
+    if (p == 1)
+        return;
+    coll_vid_t *done = coll_sched_scratch(s, (size_t)p * sizeof(*done)); /* [step] */
+    if (a->in_place)
+        held = coll_sched_scratch(s, (size_t)(p / 2) * bytes);
+    if (!done || (a->in_place && !held))
+        return;
+    for (int k = 1; k < p; k++) {
+        int to = mod(r + k, p), from = mod(r - k, p);
+        void *dst = held && 2 * k <= p ? slot(held, k - 1, bytes) : slot(a->recvbuf, from, bytes);
+        coll_vid_t sv = coll_sched_send(s, slot(a->sendbuf, to, bytes), bytes, to, 0,
+                                        COLL_DEPS(prev));
+        coll_vid_t rv = coll_sched_recv(s, dst, bytes, from, 0, COLL_DEPS(prev));
+        done[k] = prev = coll_sched_join(s, COLL_DEPS(sv, rv));
+    }
+    for (int k = 1; held && 2 * k <= p; k++)
+        coll_sched_copy(s, slot(a->recvbuf, mod(r - k, p), bytes), slot(held, k - 1, bytes),
+                        bytes, COLL_DEPS(done[p - k]));
+}
+
+static double cost(const coll_cost_in_t *c)
+{
+    double q = c->p - 1;
+    return q * c->alpha + c->n * q / c->p * c->beta;
+}
+
+const coll_algo_t coll_algo_alltoall_pairwise = {
+    COLL_ALLTOALL, "pairwise", build, NULL, cost,
+};

@@ -1,0 +1,42 @@
+/*
+ * scatter_linear.c: the root sends block j straight to rank j, every send
+ * posted at once (starting after the root, so that roots of consecutive
+ * calls do not all start with the same rank). No forwarding, no scratch:
+ * each byte crosses one link, and the root's link carries every block.
+ *
+ * Cost: (p-1) alpha + n (p-1)/p beta (n = p count elements).
+ * The same volume as the binomial tree but p-1 message latencies in a
+ * row at the root; it wins where messages overlap well or p is small.
+ * Any p, any root.
+ */
+#include "algorithms.h"
+
+static void build(coll_sched_t *s)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    size_t bsz = a->count * a->esize;
+    const char *send = a->sendbuf;
+
+    if (bsz == 0)
+        return;
+    if (r != a->root) {
+        coll_sched_recv(s, a->recvbuf, bsz, a->root, 0, COLL_NODEPS);
+        return;
+    }
+    if (!a->in_place)
+        coll_sched_copy(s, a->recvbuf, send + (size_t)r * bsz, bsz, COLL_NODEPS);
+    for (int i = 1; i < p; i++) {
+        int k = (r + i) % p;
+        coll_sched_send(s, send + (size_t)k * bsz, bsz, k, 0, COLL_NODEPS);
+    }
+}
+
+static double cost(const coll_cost_in_t *c)
+{
+    return (c->p - 1) * c->alpha + c->n * (c->p - 1) / c->p * c->beta;
+}
+
+const coll_algo_t coll_algo_scatter_linear = {
+    COLL_SCATTER, "linear", build, NULL, cost,
+};
