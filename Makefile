@@ -138,8 +138,13 @@ test: deps-test
 	@$(MAKE) --no-print-directory all test-build
 	@tests/run.sh $(BUILD)
 
-.PHONY: test-build
+.PHONY: test-build test-long
 test-build: $(TESTS) $(TEST_HELPERS)
+
+# Larger sweeps: every datatype and op also at the multi-MiB count.
+test-long: deps-test
+	@$(MAKE) --no-print-directory all test-build
+	@COLL_TEST_LONG=1 CK_TIMEOUT_MULTIPLIER=10 tests/run.sh $(BUILD)
 
 demo: deps-demo all
 	$(BUILD)/bin/collrun -n 4 $(BUILD)/bin/exchange

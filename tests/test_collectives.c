@@ -230,9 +230,11 @@ static void sweep(coll_comm_t comm, int rank, int p, int coll, int big)
         for (int op = 0; op < COLL_NUM_OPS; op++) {
             if (!coll_reduce_supported((coll_datatype_t)dt, (coll_op_t)op))
                 continue;
-            /* the big count for two pairs only (budget): float32 sum
-             * (the common case) and a narrow type with wrap-around */
-            int with_big = big && ((dt == COLL_FLOAT32 && op == COLL_SUM) ||
+            /* the big count for three pairs only (budget): float32 sum
+             * (the common case), a 16-bit average and a wrapping product;
+             * every pair with COLL_TEST_LONG (make test-long) */
+            int with_big = big && (getenv("COLL_TEST_LONG") ||
+                                   (dt == COLL_FLOAT32 && op == COLL_SUM) ||
                                    (dt == COLL_BFLOAT16 && op == COLL_AVG) ||
                                    (dt == COLL_INT8 && op == COLL_PROD));
             int ncounts = (int)(sizeof(small_counts) / sizeof(small_counts[0])) + with_big;
@@ -464,6 +466,54 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* ---- algorithm selection --------------------------------------------------------- */
+
+static int rank_select(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    coll_comm_t world = harness_init(rank, nranks, id), c;
+    float x[256] = {1}, y[256];
+    (void)arg;
+
+    /* forced, but unusable for this call (deterministic recursive doubling
+     * over the scratch cap): an error by default ... */
+    setenv("COLL_DETERMINISTIC", "1", 1);
+    setenv("COLL_DET_SCRATCH_MAX", "64", 1);
+    c = comm_with(world, rank, "allreduce:recursive_doubling");
+    coll_status_t st = coll_allreduce(x, y, 256, COLL_FLOAT32, COLL_SUM, c);
+    RANK_CHECK(st == COLL_ERR_INVALID_USAGE && strstr(coll_get_last_error(c), "recursive_doubling")
+               && strstr(coll_get_last_error(c), "COLL_DET_SCRATCH_MAX"),
+               "forced and unusable: %s: %s", coll_status_str(st), coll_get_last_error(c));
+    RANK_OK(coll_comm_destroy(c));
+    /* ... or a logged fallback to the cheapest usable one */
+    setenv("COLL_ALGO_FALLBACK", "warn", 1);
+    c = comm_with(world, rank, "allreduce:recursive_doubling");
+    RANK_OK(coll_allreduce(x, y, 256, COLL_FLOAT32, COLL_SUM, c));
+    RANK_CHECK(y[0] == (float)nranks && y[1] == 0, "fallback result %g", y[0]);
+    RANK_OK(coll_comm_destroy(c));
+    unsetenv("COLL_ALGO_FALLBACK");
+    unsetenv("COLL_DET_SCRATCH_MAX");
+    unsetenv("COLL_DETERMINISTIC");
+
+    /* names COLL_ALGO does not know are rejected at init, with the choices */
+    setenv("COLL_ALGO", "allreduce:quantum", 1);
+    st = coll_comm_split(world, 0, rank, &c);
+    RANK_CHECK(st == COLL_ERR_INVALID_ARG && strstr(coll_get_last_error(NULL), "ring"),
+               "unknown algorithm: %s: %s", coll_status_str(st), coll_get_last_error(NULL));
+    setenv("COLL_ALGO", "allreduse:ring", 1);
+    st = coll_comm_split(world, 0, rank, &c);
+    RANK_CHECK(st == COLL_ERR_INVALID_ARG && strstr(coll_get_last_error(NULL), "allreduse"),
+               "unknown collective: %s", coll_get_last_error(NULL));
+    unsetenv("COLL_ALGO");
+    RANK_OK(coll_comm_destroy(world));
+    return 0;
+}
+
+START_TEST(test_selection)
+{
+    ck_assert_int_eq(harness_run(3, rank_select, NULL, 30), 0);
+}
+END_TEST
+
 static Suite *collectives_suite(void)
 {
     Suite *s = suite_create("collectives");
@@ -482,6 +532,11 @@ static Suite *collectives_suite(void)
     tc = tcase_create("in flight");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_in_flight, 0, nranks);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("selection");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_selection);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("bad input");

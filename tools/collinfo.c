@@ -6,11 +6,13 @@
  *   collinfo            summary
  *   collinfo --params   every COLL_* variable (name, type, default, value, help)
  *   collinfo --markdown the same as a Markdown table (docs/env.md)
+ *   collinfo --algos    every collective algorithm, for COLL_ALGO
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithms.h"
 #include "coll.h"
 #include "net.h"
 #include "param.h"
@@ -44,6 +46,24 @@ static void print_params(int markdown)
     }
 }
 
+static void print_algo(const coll_algo_t *al, void *arg)
+{
+    coll_coll_t *last = arg;
+    if (*last != al->coll)
+        printf("%s%s:", *last == COLL_NUM_COLLS ? "" : "\n", coll_coll_name(al->coll));
+    printf(" %s", al->name);
+    *last = al->coll;
+}
+
+/* One line per collective: the names COLL_ALGO accepts. */
+static void print_algos(void)
+{
+    coll_coll_t last = COLL_NUM_COLLS;
+    coll_algo_foreach(COLL_NUM_COLLS, print_algo, &last);
+    printf("\nforce one with COLL_ALGO=collective:algorithm[,...], e.g. "
+           "COLL_ALGO=allreduce:ring,broadcast:binomial\n");
+}
+
 static void print_summary(void)
 {
     int major, minor, patch, count;
@@ -64,7 +84,8 @@ static void print_summary(void)
     } else {
         printf("interface: none usable: %s\n", coll_get_last_error(NULL));
     }
-    printf("%d COLL_* variables: run 'collinfo --params' for each one\n", COLL_PARAM_COUNT);
+    printf("%d COLL_* variables: run 'collinfo --params' for each one; 'collinfo --algos' "
+           "lists the collective algorithms\n", COLL_PARAM_COUNT);
 }
 
 int main(int argc, char **argv)
@@ -73,8 +94,10 @@ int main(int argc, char **argv)
         print_params(0);
     else if (argc > 1 && strcmp(argv[1], "--markdown") == 0)
         print_params(1);
+    else if (argc > 1 && strcmp(argv[1], "--algos") == 0)
+        print_algos();
     else if (argc > 1) {
-        fprintf(stderr, "usage: collinfo [--params | --markdown]\n");
+        fprintf(stderr, "usage: collinfo [--params | --markdown | --algos]\n");
         return 2;
     } else
         print_summary();
