@@ -10,7 +10,9 @@
  *   alpha  seconds per message (latency and per-message overhead)
  *   beta   seconds per byte on a link
  *   gamma  seconds per byte reduced locally
- * The cheapest usable algorithm runs unless COLL_ALGO names one.
+ * The cheapest usable algorithm runs unless COLL_ALGO names one. Every
+ * rank must choose the same algorithm for a call, so every input of the
+ * choice is agreed across ranks at init (comm.c agree_costs).
  */
 #ifndef COLL_ALGORITHMS_H
 #define COLL_ALGORITHMS_H
@@ -22,6 +24,7 @@ typedef struct coll_cost_in {
     double p;       /* ranks */
     double n;       /* bytes of the vector the formula's header names */
     double alpha, beta, gamma;
+    double copy;    /* seconds per byte of a local copy */
     double chunk;   /* pipeline chunk, bytes */
 } coll_cost_in_t;
 
@@ -136,8 +139,9 @@ static inline int coll_fold_first(int v, int rem)
 
 /* Elements per pipeline chunk for this call (COLL_PIPELINE_CHUNK). */
 size_t coll_chunk_elems(const coll_args_t *a);
-/* Seconds per byte of the reduction kernel (measured once). */
-double coll_reduce_gamma(void);
+/* This process's measured seconds per byte of the reduction kernel and of
+ * memcpy (once per process; communicators agree on the maximum). */
+void coll_measure_local_costs(double *gamma_p, double *copy_p);
 
 /* Byte pointer arithmetic on user buffers. */
 #define COLL_PTR(buf, elems, esize) ((void *)((char *)(buf) + (elems) * (esize)))

@@ -13,11 +13,14 @@
  * ceil(log2 p) steps, so it is the choice for small blocks at any p.
  *
  * Cost: ceil(log2 p) alpha + n (p-1)/p beta, n = p * count * esize, plus
- * a local copy of n bytes (the rotation; priced at gamma, one pass over
- * memory). Scratch: n bytes. Any p. In place (sendbuf == recvbuf +
+ * a local copy of n bytes (the rotation), priced at a fixed memory rate:
+ * not at the measured gamma, which differs from process to process, and a
+ * cost that differs between ranks can make them run different algorithms
+ * in one call. Scratch: n bytes. Any p. In place (sendbuf == recvbuf +
  * r * count) our block is never written; out of place it is copied.
  */
 #include "algorithms.h"
+
 
 static int mod(int x, int p)
 {
@@ -69,7 +72,7 @@ static void build(coll_sched_t *s)
 static double cost(const coll_cost_in_t *c)
 {
     return coll_log2(c->p) * c->alpha + c->n * (c->p - 1) / c->p * c->beta +
-           (c->p > 1 ? c->n * c->gamma : 0);
+           (c->p > 1 ? c->n * c->copy : 0);
 }
 
 const coll_algo_t coll_algo_allgather_bruck = {

@@ -22,12 +22,15 @@
  * Cost: ceil(log2 p) alpha + (n/2) ceil(log2 p) beta, n = p * count *
  * esize (exactly: n/p per slot with bit k set, over the steps k), plus
  * local copies of about (n/2) log2 p bytes (packing) + n (p-1)/p (the
- * final placement), priced at gamma. Scratch: about (n/2) (log2 p + 1).
+ * final placement), priced at a fixed memory rate (not at the measured
+ * gamma, which differs between processes: every rank must pick the same
+ * algorithm). Scratch: about (n/2) (log2 p + 1).
  * Any p. Fewer messages than pairwise but log2(p)/2 times the volume:
  * for small blocks. In place (sendbuf == recvbuf) recvbuf is written only
  * once every step is done.
  */
 #include "algorithms.h"
+
 
 typedef struct bruck {
     coll_sched_t *s;
@@ -159,7 +162,7 @@ static double cost(const coll_cost_in_t *c)
         moved += slots_of_step(p, k);
     double block = c->n / c->p;
     return coll_log2(c->p) * c->alpha + moved * block * c->beta +
-           (moved + c->p - 1) * block * c->gamma;
+           (moved + c->p - 1) * block * c->copy;
 }
 
 const coll_algo_t coll_algo_alltoall_bruck = {

@@ -147,7 +147,8 @@ static void cost_inputs(struct coll_comm *comm, const coll_args_t *a, coll_cost_
     c->n = call_bytes(a, comm->nranks);
     c->alpha = comm->alpha;
     c->beta = comm->beta;
-    c->gamma = coll_reduce_gamma();
+    c->gamma = comm->gamma;
+    c->copy = comm->copy;
     c->chunk = (double)chunk;
 }
 
@@ -219,8 +220,7 @@ coll_status_t coll_algo_select(struct coll_comm *comm, const coll_args_t *a,
         COLL_INFO(COLL_SUBSYS_ALGO, "rank %d: %s of %.0f bytes on %d ranks: %s (costs:%s; "
                   "alpha %.1f us, beta %.3f ns/B, gamma %.3f ns/B)", comm->rank,
                   coll_coll_name(a->coll), call_bytes(a, comm->nranks), comm->nranks,
-                  best->name, tbl, comm->alpha * 1e6, comm->beta * 1e9,
-                  coll_reduce_gamma() * 1e9);
+                  best->name, tbl, comm->alpha * 1e6, comm->beta * 1e9, comm->gamma * 1e9);
         comm->last_choice[a->coll] = best;
     }
     COLL_TRACE(COLL_SUBSYS_ALGO, "rank %d: %s: %s (%s)", comm->rank, coll_coll_name(a->coll),
@@ -235,31 +235,36 @@ size_t coll_chunk_elems(const coll_args_t *a)
     return e ? e : 1;
 }
 
-/* gamma: seconds per byte of the float32 sum kernel, measured once per
- * process on 1 MiB (in cache: the pipelined algorithms reduce chunks that
- * were just received). */
-static double gamma_s;
-static pthread_once_t gamma_once = PTHREAD_ONCE_INIT;
+/* gamma and copy: seconds per byte of the float32 sum kernel and of
+ * memcpy, measured once per process on 1 MiB (in cache: the pipelined
+ * algorithms work on chunks that were just received). */
+static double gamma_s, copy_s;
+static pthread_once_t measure_once = PTHREAD_ONCE_INIT;
 
-static void measure_gamma(void)
+static void measure(void)
 {
     enum { N = 1 << 18 };
     float *a = calloc(N, sizeof(float)), *b = calloc(N, sizeof(float));
-    double best = 1e9;
+    double best_r = 1e9, best_c = 1e9;
 
     for (int i = 0; a && b && i < 5; i++) {
         uint64_t t0 = coll_time_ns();
         coll_reduce_local(a, a, b, N, COLL_FLOAT32, COLL_SUM);
-        double t = (double)(coll_time_ns() - t0) * 1e-9;
-        best = t < best ? t : best;
+        uint64_t t1 = coll_time_ns();
+        memcpy(a, b, N * sizeof(float));
+        uint64_t t2 = coll_time_ns();
+        best_r = COLL_MIN(best_r, (double)(t1 - t0) * 1e-9);
+        best_c = COLL_MIN(best_c, (double)(t2 - t1) * 1e-9);
     }
-    gamma_s = (a && b) ? best / (N * sizeof(float)) : 1e-10;
+    gamma_s = (a && b) ? best_r / (N * sizeof(float)) : 1e-10;
+    copy_s = (a && b) ? best_c / (N * sizeof(float)) : 1e-10;
     free(a);
     free(b);
 }
 
-double coll_reduce_gamma(void)
+void coll_measure_local_costs(double *gamma_p, double *copy_p)
 {
-    pthread_once(&gamma_once, measure_gamma);
-    return gamma_s;
+    pthread_once(&measure_once, measure);
+    *gamma_p = gamma_s;
+    *copy_p = copy_s;
 }

@@ -1,8 +1,10 @@
 /*
  * check_args.c: COLL_CHECK_ARGS. Before a collective moves any data, each
- * rank sends every other rank a 40-byte description of its call
- * (collective, datatype, op, root, count, and for alltoallv the counts it
- * sends to and expects from that rank). A step after the exchange
+ * rank sends every other rank a 56-byte description of its call
+ * (collective, datatype, op, root, count, for alltoallv the counts it
+ * sends to and expects from that rank, and the algorithm it chose: ranks
+ * started with different COLL_ALGO settings would otherwise run different
+ * message patterns). A step after the exchange
  * compares them and, on a difference, fails the call on every rank with
  * COLL_ERR_INVALID_USAGE naming the first differing rank and field. The
  * data steps wait for that check (the schedule's gate), so a mismatch
@@ -11,18 +13,21 @@
  * Cost: 2 (p-1) messages of 40 bytes per collective, one latency.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "log.h"
 #include "reduce.h"
 #include "schedule.h"
 
-#define DESC_BYTES 40
+#define DESC_BYTES 56
+#define ALGO_NAME_BYTES 16
 #define CHECK_MTAG 0xfffffff0u
 
 typedef struct desc {
     uint32_t coll, dt, op;
     int32_t root;
     uint64_t count, to_you, from_you;
+    char algo[ALGO_NAME_BYTES + 1];
 } desc_t;
 
 static void describe(const coll_args_t *a, int peer, uint8_t out[DESC_BYTES])
@@ -34,13 +39,17 @@ static void describe(const coll_args_t *a, int peer, uint8_t out[DESC_BYTES])
     coll_store_u64(out + 16, a->count);
     coll_store_u64(out + 24, a->sendcounts ? a->sendcounts[peer] : 0);
     coll_store_u64(out + 32, a->recvcounts ? a->recvcounts[peer] : 0);
+    memset(out + 40, 0, ALGO_NAME_BYTES);
+    memcpy(out + 40, a->algo, strnlen(a->algo, ALGO_NAME_BYTES));
 }
 
 static desc_t decode(const uint8_t in[DESC_BYTES])
 {
     desc_t d = {coll_load_u32(in), coll_load_u32(in + 4), coll_load_u32(in + 8),
                 (int32_t)coll_load_u32(in + 12), coll_load_u64(in + 16), coll_load_u64(in + 24),
-                coll_load_u64(in + 32)};
+                coll_load_u64(in + 32), ""};
+    memcpy(d.algo, in + 40, ALGO_NAME_BYTES);
+    d.algo[ALGO_NAME_BYTES] = '\0';
     return d;
 }
 
@@ -64,7 +73,8 @@ static int differ(coll_sched_t *s, int k, const desc_t *d, char *why, size_t len
         return snprintf(why, len, "rank %d called %s, this rank %s", k,
                         coll_coll_name((coll_coll_t)d->coll), coll_coll_name(a->coll));
     if (a->coll == COLL_BARRIER)
-        return 0;
+        return strncmp(d->algo, a->algo, ALGO_NAME_BYTES) ? snprintf(why, len, "rank %d chose "
+               "algorithm %s, this rank %s", k, d->algo, a->algo) : 0;
     if (d->dt != (uint32_t)a->dt)
         return snprintf(why, len, "rank %d passed datatype %s, this rank %s", k,
                         coll_reduce_datatype_name((coll_datatype_t)d->dt),
@@ -88,6 +98,9 @@ static int differ(coll_sched_t *s, int k, const desc_t *d, char *why, size_t len
                         coll_reduce_op_name((coll_op_t)d->op), coll_reduce_op_name(a->op));
     if (has_root(a->coll) && d->root != a->root)
         return snprintf(why, len, "rank %d passed root %d, this rank %d", k, d->root, a->root);
+    if (strncmp(d->algo, a->algo, ALGO_NAME_BYTES) != 0)
+        return snprintf(why, len, "rank %d chose algorithm %s, this rank %s (is COLL_ALGO set "
+                        "differently on the ranks?)", k, d->algo, a->algo);
     return 0;
 }
 
@@ -124,10 +137,13 @@ void coll_check_args_add(coll_sched_t *s)
         if (k == r)
             continue;
         describe(a, k, out + (size_t)k * DESC_BYTES);
-        coll_sched_send(s, out + (size_t)k * DESC_BYTES, DESC_BYTES, k, CHECK_MTAG, COLL_NODEPS);
+        coll_vid_t sv = coll_sched_send(s, out + (size_t)k * DESC_BYTES, DESC_BYTES, k,
+                                        CHECK_MTAG, COLL_NODEPS);
         coll_vid_t rv = coll_sched_recv(s, in + (size_t)k * DESC_BYTES, DESC_BYTES, k,
                                         CHECK_MTAG, COLL_NODEPS);
-        check = coll_sched_join(s, COLL_DEPS(check, rv));
+        /* our descriptors must all be out before a failed check stops the
+         * schedule: every peer waits for its copy */
+        check = coll_sched_join(s, COLL_DEPS(check, sv, rv));
     }
     check = coll_sched_check(s, compare, in, COLL_DEPS(check));
     coll_sched_set_gate(s, check);

@@ -561,6 +561,54 @@ static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_ini
     return COLL_OK;
 }
 
+/* Every rank sends its cost-model inputs to every rank and all keep the
+ * maximum of each: a choice made from them is then the same everywhere
+ * (measured gammas differ a little from process to process, and ranks
+ * that chose different algorithms for one call would fail or hang). */
+static coll_status_t agree_costs(struct coll_comm *comm)
+{
+    int p = comm->nranks;
+    double mine[4] = {comm->alpha, comm->beta, comm->gamma, comm->copy};
+    uint8_t out[32], *in = calloc((size_t)p, 32);
+    struct coll_request **reqs = calloc((size_t)(2 * p), sizeof(*reqs));
+    uint64_t tag = coll_tag_make(COLL_TAG_INTERNAL, 0x0fffffff, 0);
+    coll_status_t st = COLL_OK;
+
+    if (!in || !reqs) {
+        st = coll_comm_error(comm, COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < 4; i++) {
+        uint64_t bits;
+        memcpy(&bits, &mine[i], 8);
+        coll_store_u64(out + 8 * i, bits);
+    }
+    for (int k = 0; k < p && st == COLL_OK; k++) {
+        if (k == comm->rank)
+            continue;
+        st = coll_p2p_irecv(comm, in + 32 * (size_t)k, 32, k, tag, &reqs[2 * k]);
+        if (st == COLL_OK)
+            st = coll_p2p_isend(comm, out, 32, k, tag, &reqs[2 * k + 1]);
+    }
+    coll_status_t wst = coll_p2p_waitall(comm, 2 * p, reqs, "init (agreeing on the cost model)");
+    st = st != COLL_OK ? st : wst;
+    for (int k = 0; k < p && st == COLL_OK; k++)
+        for (int i = 0; i < 4 && k != comm->rank; i++) {
+            uint64_t bits = coll_load_u64(in + 32 * (size_t)k + 8 * i);
+            double v;
+            memcpy(&v, &bits, 8);
+            mine[i] = COLL_MAX(mine[i], v);
+        }
+    comm->alpha = mine[0];
+    comm->beta = mine[1];
+    comm->gamma = mine[2];
+    comm->copy = mine[3];
+out:
+    free(in);
+    free(reqs);
+    return st;
+}
+
 coll_status_t coll_comm_init_internal(const coll_init_args_t *a, struct coll_comm **comm_p)
 {
     struct coll_comm *comm = NULL;
@@ -574,7 +622,14 @@ coll_status_t coll_comm_init_internal(const coll_init_args_t *a, struct coll_com
     deadline_ns = t0 + comm->timeout_ns;
     COLL_CHECK_GOTO(open_ifaces(comm, deadline_ns), st, out);
     COLL_CHECK_GOTO(exchange_and_connect(comm, a, deadline_ns, &root), st, out);
+    coll_measure_local_costs(&comm->gamma, &comm->copy);
     comm->state = COLL_COMM_LIVE;
+    /* waits release and retake the lock: hold it like any call does */
+    pthread_mutex_lock(&comm->lock);
+    st = agree_costs(comm);
+    pthread_mutex_unlock(&comm->lock);
+    if (st != COLL_OK)
+        goto out;
     register_handle(comm);
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d/%d: communicator %p ready in %.1f ms (%s; interface %s "
               "%s)", a->rank, a->nranks, (void *)comm, (double)(coll_time_ns() - t0) * 1e-6,

@@ -87,7 +87,10 @@ struct coll_comm {
     int check_args;
     size_t chunk_bytes;
     size_t det_scratch_max;
-    double alpha, beta;            /* cost model: the slowest transport in use */
+    /* Cost model, agreed across ranks at init (the maximum of each), so that
+     * every rank chooses the same algorithm for a call. */
+    double alpha, beta;            /* the slowest transport in use */
+    double gamma, copy;            /* reduction and memcpy, seconds per byte */
     uint32_t coll_seq;             /* collectives started */
     uint32_t split_seq;
 

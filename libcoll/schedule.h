@@ -54,6 +54,7 @@ typedef struct coll_args {
     size_t det_scratch_max;   /* COLL_DET_SCRATCH_MAX */
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls; /* alltoallv */
     int check_args;           /* COLL_CHECK_ARGS: compare the call across ranks first */
+    const char *algo;         /* the algorithm chosen for the call */
 } coll_args_t;
 
 typedef int32_t coll_vid_t;  /* vertex id; negative: none */

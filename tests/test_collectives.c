@@ -514,6 +514,30 @@ START_TEST(test_selection)
 }
 END_TEST
 
+/* Every rank must choose the same algorithm: sweep counts across a cost
+ * crossover (recursive doubling / butterfly near 36000 floats on 4 ranks),
+ * where ranks with slightly different measured costs used to disagree and
+ * fail or hang. */
+static int rank_same_choice(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    static float a[45000], b[45000];
+    (void)arg;
+    setenv("COLL_TIMEOUT", "5s", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    for (size_t n = 30000; n <= 45000; n += 25) {
+        coll_status_t st = coll_allreduce(a, b, n, COLL_FLOAT32, COLL_SUM, comm);
+        RANK_CHECK(st == COLL_OK, "count %zu: %s", n, coll_get_last_error(comm));
+    }
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_same_choice)
+{
+    ck_assert_int_eq(harness_run(4, rank_same_choice, NULL, 60), 0);
+}
+END_TEST
+
 static Suite *collectives_suite(void)
 {
     Suite *s = suite_create("collectives");
@@ -537,6 +561,7 @@ static Suite *collectives_suite(void)
     tc = tcase_create("selection");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_selection);
+    tcase_add_test(tc, test_same_choice);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("bad input");

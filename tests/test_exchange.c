@@ -5,7 +5,8 @@
  *   - each algorithm forced through COLL_ALGO, and the cost model's own
  *     choice, at 1, 2, 3, 4, 5, 7 and 8 ranks;
  *   - counts 0, 1, 2, 7, 13 and 1000, elements of 1, 2, 4 and 8 bytes, in
- *     place and out of place, and a few calls of 2 MiB in all;
+ *     place and out of place, and a few calls of 2 MiB in all; under the
+ *     cost model, totals from 1 KiB to 4 MiB, across its changes of choice;
  *   - every byte checked against a pattern of (source rank, destination
  *     rank, offset, call); guard bytes around the buffers, and the gaps
  *     that all-to-allv displacements leave, unchanged; send buffers
@@ -318,6 +319,17 @@ static void sweep_large(coll_comm_t comm, int rank, int nranks)
     }
 }
 
+/* Under the cost model: totals from 1 KiB to 4 MiB, across the sizes at
+ * which the choice changes; every rank must make the same choice. */
+static void sweep_sizes(coll_comm_t comm, int rank, int nranks)
+{
+    for (size_t total = 1024; total <= (4u << 20); total *= 2)
+        for (int coll = X_ALLGATHER; coll <= X_ALLTOALL; coll++) {
+            xcall_t x = {.coll = (xcoll_t)coll, .es = 4, .count = total / 4 / (size_t)nranks};
+            one_blocking(comm, &x, rank, nranks);
+        }
+}
+
 /* Six collectives in flight with user messages between them; completed
  * all at once by coll_waitall, or one by one by coll_test, last first. */
 static void nonblocking_round(coll_comm_t comm, int rank, int nranks, size_t count, size_t es,
@@ -404,6 +416,8 @@ static int rank_sweep(int rank, int nranks, const coll_unique_id_t *id, void *ar
     next_salt = 1;
     sweep_small(comm, rank, nranks);
     sweep_large(comm, rank, nranks);
+    if (!algo_rows[row][0])
+        sweep_sizes(comm, rank, nranks);
     nonblocking_round(comm, rank, nranks, 7, 4, 0);
     nonblocking_round(comm, rank, nranks, 1000, 2, 1);
     nonblocking_round(comm, rank, nranks, 10000, 8, 0); /* rendezvous-sized blocks */
@@ -498,7 +512,7 @@ static const struct {
 static double cost_of(coll_coll_t coll, const char *name, double p, double n)
 {
     coll_cost_in_t c = {.p = p, .n = n, .alpha = 20e-6, .beta = 1e-9, .gamma = 0.1e-9,
-                        .chunk = 256 << 10};
+                        .copy = 1e-10, .chunk = 256 << 10};
     return coll_algo_find(coll, name)->cost(&c);
 }
 
