@@ -26,6 +26,7 @@ typedef struct coll_cost_in {
     double alpha, beta, gamma;
     double copy;    /* seconds per byte of a local copy */
     double chunk;   /* pipeline chunk, bytes */
+    int det;        /* COLL_DETERMINISTIC: cost the deterministic form */
 } coll_cost_in_t;
 
 typedef struct coll_algo {
@@ -55,6 +56,13 @@ void coll_algo_foreach(coll_coll_t coll, void (*fn)(const coll_algo_t *algo, voi
 /* Parse COLL_ALGO ("allreduce:ring,bcast:binomial") into forced[coll]
  * (NULL where nothing is forced). */
 coll_status_t coll_algo_parse_forced(const char *spec, const coll_algo_t *forced[COLL_NUM_COLLS]);
+/* COLL_ALGO_FALLBACK: what a forced algorithm that cannot run a call does. */
+typedef enum coll_algo_fallback {
+    COLL_ALGO_FALLBACK_ERROR,   /* the call fails with COLL_ERR_INVALID_USAGE */
+    COLL_ALGO_FALLBACK_WARN,    /* log, then let the cost model choose */
+    COLL_ALGO_FALLBACK_SILENT,  /* let the cost model choose */
+} coll_algo_fallback_t;
+coll_status_t coll_algo_parse_fallback(const char *spec, int *mode_p);
 /* Choose the algorithm for a call (forced, checked, or cheapest). */
 coll_status_t coll_algo_select(struct coll_comm *comm, const coll_args_t *a,
                                const coll_algo_t **algo_p);
@@ -112,6 +120,20 @@ static inline double coll_log2(double p)
     while ((1 << k) < (int)p)
         k++;
     return k; /* ceil(log2 p) */
+}
+
+/* Scratch bytes of the deterministic halving forms (allreduce butterfly,
+ * reduce_scatter recursive_halving) for an n-byte vector on p ranks: each
+ * of the log2 p' steps packs the half it gives up of the rows it holds
+ * (n/2) and gathers the kept halves of twice as many rows (n); a folded-in
+ * rank holds two rows from the start, which doubles both and adds the
+ * two-row copy of 2n. */
+static inline double coll_det_halving_scratch(double n, int p)
+{
+    int p2 = coll_pow2_floor(p), steps = 0;
+    while ((1 << steps) < p2)
+        steps++;
+    return p2 == p ? 1.5 * n * steps : 3 * n * steps + 2 * n;
 }
 
 /* Folding for recursive algorithms on p ranks that are not a power of

@@ -13,10 +13,9 @@
  * ceil(log2 p) steps, so it is the choice for small blocks at any p.
  *
  * Cost: ceil(log2 p) alpha + n (p-1)/p beta, n = p * count * esize, plus
- * a local copy of n bytes (the rotation), priced at a fixed memory rate:
- * not at the measured gamma, which differs from process to process, and a
- * cost that differs between ranks can make them run different algorithms
- * in one call. Scratch: n bytes. Any p. In place (sendbuf == recvbuf +
+ * a local copy of n bytes (the rotation), priced at the memcpy rate the
+ * ranks agreed on at init (the slowest rank's), so every rank prices it
+ * alike and picks the same algorithm. Scratch: n bytes. Any p. In place (sendbuf == recvbuf +
  * r * count) our block is never written; out of place it is copied.
  */
 #include "algorithms.h"

@@ -16,8 +16,9 @@
  * rows (one per rank) it holds, so the rows it keeps double while the
  * segment halves; at the end it holds every rank's contribution to its
  * block and adds them in rank order. Cost: 2 log2(p) alpha +
- * (n/2 log2 p + n (p-1)/p) beta + n (p-1)/p gamma, plus local copies;
- * scratch about n log2(p) elements.
+ * (n/2 log2 p + n (p-1)/p) beta + n (p-1)/p gamma + n log2(p) copy
+ * (+ the fold); scratch 1.5 n log2(p) bytes (about twice that when p is
+ * not a power of two), usable while that stays under COLL_DET_SCRATCH_MAX.
  */
 #include "algorithms.h"
 
@@ -207,11 +208,25 @@ static void build(coll_sched_t *s)
 
 static double cost(const coll_cost_in_t *c)
 {
-    double q = c->p - 1;
-    return 2 * coll_log2(coll_pow2_floor((int)c->p)) * c->alpha + 2 * c->n * q / c->p * c->beta +
-           c->n * q / c->p * c->gamma + coll_cost_fold(c, 1);
+    double q = c->p - 1, steps = coll_log2(coll_pow2_floor((int)c->p));
+    if (c->det)
+        return 2 * steps * c->alpha + (c->n / 2 * steps + c->n * q / c->p) * c->beta +
+               c->n * q / c->p * c->gamma + c->n * steps * c->copy + coll_cost_fold(c, 1);
+    return 2 * steps * c->alpha + 2 * c->n * q / c->p * c->beta + c->n * q / c->p * c->gamma +
+           coll_cost_fold(c, 1);
+}
+
+static int usable(const coll_args_t *a, int nranks, const char **why)
+{
+    if (!a->deterministic ||
+        coll_det_halving_scratch((double)(a->count * a->esize), nranks) <=
+            (double)a->det_scratch_max)
+        return 1;
+    *why = "in deterministic mode its halving steps carry every rank's rows, which exceeds "
+           "COLL_DET_SCRATCH_MAX";
+    return 0;
 }
 
 const coll_algo_t coll_algo_allreduce_butterfly = {
-    COLL_ALLREDUCE, "butterfly", build, NULL, cost,
+    COLL_ALLREDUCE, "butterfly", build, usable, cost,
 };

@@ -6,8 +6,9 @@
  * all-gather). All 4 (p-1) messages are in flight together, so it suits
  * networks with many independent paths, and few ranks.
  *
- * Cost: 2 (p-1) alpha + 2 n (p-1)/p beta + n (p-1)/p gamma,
- * with p-1 concurrent messages per phase contending for each link.
+ * Cost: 3 (p-1) alpha + 2 n (p-1)/p beta + n (p-1)/p gamma: 2 (p-1)
+ * messages, plus (p-1) alpha for the incast (p-1 senders at once on each
+ * receiver's link, which a ring never has).
  * Any p, any op. Deterministic by construction (block owners reduce in
  * rank order). Scratch: (p-1) blocks of n/p.
  */
@@ -71,7 +72,6 @@ static void build(coll_sched_t *s)
 static double cost(const coll_cost_in_t *c)
 {
     double q = c->p - 1;
-    /* the ring's volume, but p-1 messages per phase leave at once */
     return 3 * q * c->alpha + 2 * c->n * q / c->p * c->beta + c->n * q / c->p * c->gamma;
 }
 

@@ -6,7 +6,9 @@
  * (algorithms.h): the extra ranks hand their data in and get the result
  * back at the end.
  *
- * Cost: (ceil(log2 p) + 2 [p not a power of two]) (alpha + n beta + n gamma).
+ * Cost: log2(p') (alpha + n beta + n gamma), p' the largest power of two
+ * <= p (+ 2 alpha + 2 n beta + n gamma when p is not a power of two: the
+ * vector handed in and the result handed back).
  * Any p, any op (all ops are commutative, so both partners compute the
  * same bits).
  *
@@ -99,7 +101,9 @@ static void build(coll_sched_t *s)
 
 static double cost(const coll_cost_in_t *c)
 {
-    double steps = coll_log2(coll_pow2_floor((int)c->p));
+    double steps = coll_log2(coll_pow2_floor((int)c->p)), q = c->p - 1;
+    if (c->det)
+        return coll_log2(c->p) * c->alpha + q * c->n * (c->beta + c->gamma);
     return steps * (c->alpha + c->n * c->beta + c->n * c->gamma) + coll_cost_fold(c, 1);
 }
 

@@ -115,6 +115,10 @@ static double cost(const coll_cost_in_t *c)
 {
     double q = c->p - 1, chunks = c->n / c->p / c->chunk;
     chunks = chunks < 1 ? 1 : chunks;
+    if (c->det) { /* the chain carries whole-vector chunks */
+        double vchunks = c->n / c->chunk < 1 ? 1 : c->n / c->chunk;
+        return 2 * (q + vchunks - 1) * c->alpha + 2 * c->n * c->beta + c->n * c->gamma;
+    }
     return 2 * (q + chunks - 1) * c->alpha + 2 * c->n * q / c->p * c->beta +
            c->n * q / c->p * c->gamma;
 }

@@ -22,9 +22,8 @@
  * Cost: ceil(log2 p) alpha + (n/2) ceil(log2 p) beta, n = p * count *
  * esize (exactly: n/p per slot with bit k set, over the steps k), plus
  * local copies of about (n/2) log2 p bytes (packing) + n (p-1)/p (the
- * final placement), priced at a fixed memory rate (not at the measured
- * gamma, which differs between processes: every rank must pick the same
- * algorithm). Scratch: about (n/2) (log2 p + 1).
+ * final placement), priced at the memcpy rate the ranks agreed on at init
+ * (so every rank picks the same algorithm). Scratch: about (n/2) (log2 p + 1).
  * Any p. Fewer messages than pairwise but log2(p)/2 times the volume:
  * for small blocks. In place (sendbuf == recvbuf) recvbuf is written only
  * once every step is done.

@@ -108,6 +108,8 @@ static void build(coll_sched_t *s)
 
 static double cost(const coll_cost_in_t *c)
 {
+    if (c->det)
+        return coll_log2(c->p) * c->alpha + (c->p - 1) * c->n * (c->beta + c->gamma);
     return coll_log2(c->p) * (c->alpha + c->n * c->beta + c->n * c->gamma);
 }
 

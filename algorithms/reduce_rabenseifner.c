@@ -91,6 +91,10 @@ static void build(coll_sched_t *s)
 static double cost(const coll_cost_in_t *c)
 {
     double q = c->p - 1;
+    if (c->det) {
+        double chunks = c->n / c->chunk < 1 ? 1 : c->n / c->chunk;
+        return (c->p + chunks) * c->alpha + 2 * c->n * c->beta + c->n * c->gamma;
+    }
     return 2 * q * c->alpha + 2 * c->n * q / c->p * c->beta + c->n * q / c->p * c->gamma;
 }
 

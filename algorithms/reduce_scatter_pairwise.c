@@ -7,7 +7,8 @@
  *
  * Cost: (p-1) alpha + n (p-1)/p beta + n (p-1)/p gamma; n = p * count
  * elements. Any p, any op. Deterministic by construction (the block owner
- * reduces in rank order). Scratch: p - 1 blocks.
+ * reduces in rank order). Scratch: p blocks (one per rank; our own slot
+ * keeps our part aside when in place).
  */
 #include "algorithms.h"
 

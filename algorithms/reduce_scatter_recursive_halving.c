@@ -8,16 +8,18 @@
  * answers for the blocks of the real ranks it stands for, and gives the
  * folded-out rank its block at the end.
  *
- * Cost: log2(p) alpha + n (p-1)/p beta + n (p-1)/p gamma, n = p * count
- * elements (+ 2 alpha + n beta + n gamma when p is not a power of two).
- * Any p, any op. Scratch: 2 n.
+ * Cost: log2(p') alpha + n (p-1)/p beta + n (p-1)/p gamma, n = p * count
+ * elements, p' the largest power of two <= p (+ 2 alpha + (n + n/p) beta
+ * + n gamma when p is not a power of two: the whole vector is handed in,
+ * one block handed back). Any p, any op. Scratch: 2 n.
  *
  * Deterministic mode: contributions travel instead of partial sums: in
  * each step a rank sends the half it gives up of every rank's row it
  * holds; the rows double as the segment halves. At the end it holds every
  * rank's contribution to its blocks and adds them in rank order. Cost:
- * log2(p) alpha + (n/2) log2(p) beta + n (p-1)/p gamma, plus copies;
- * scratch about n log2(p).
+ * log2(p') alpha + (n/2) log2(p') beta + n (p-1)/p gamma + n log2(p') copy
+ * (+ the fold); scratch 1.5 n log2(p') bytes (about twice that when p is
+ * not a power of two), usable while that stays under COLL_DET_SCRATCH_MAX.
  */
 #include "algorithms.h"
 
@@ -235,13 +237,35 @@ static void build(coll_sched_t *s)
         halve_reduce(&h);
 }
 
+/* Folding here hands in the whole vector (alpha + n beta, n gamma) but
+ * hands back only one block (alpha + n/p beta). */
+static double fold(const coll_cost_in_t *c)
+{
+    if (coll_pow2_floor((int)c->p) == (int)c->p)
+        return 0;
+    return 2 * c->alpha + (c->n + c->n / c->p) * c->beta + c->n * c->gamma;
+}
+
 static double cost(const coll_cost_in_t *c)
 {
-    double q = c->p - 1;
-    return coll_log2(coll_pow2_floor((int)c->p)) * c->alpha +
-           c->n * q / c->p * (c->beta + c->gamma) + coll_cost_fold(c, 1) / 2;
+    double q = c->p - 1, steps = coll_log2(coll_pow2_floor((int)c->p));
+    if (c->det)
+        return steps * c->alpha + c->n / 2 * steps * c->beta + c->n * q / c->p * c->gamma +
+               c->n * steps * c->copy + fold(c);
+    return steps * c->alpha + c->n * q / c->p * (c->beta + c->gamma) + fold(c);
+}
+
+static int usable(const coll_args_t *a, int nranks, const char **why)
+{
+    if (!a->deterministic ||
+        coll_det_halving_scratch((double)(a->count * a->esize) * nranks, nranks) <=
+            (double)a->det_scratch_max)
+        return 1;
+    *why = "in deterministic mode its halving steps carry every rank's rows, which exceeds "
+           "COLL_DET_SCRATCH_MAX";
+    return 0;
 }
 
 const coll_algo_t coll_algo_reduce_scatter_recursive_halving = {
-    COLL_REDUCE_SCATTER, "recursive_halving", build, NULL, cost,
+    COLL_REDUCE_SCATTER, "recursive_halving", build, usable, cost,
 };

@@ -7,7 +7,8 @@
  *
  * Cost: (p-1) alpha + n (p-1)/p beta + n (p-1)/p gamma
  *       (+ (chunks - 1) alpha, hidden when the link is busy); n = p * count
- *       elements. Any p, any op. Scratch: 4 chunks.
+ *       elements. Any p, any op. Scratch: 4 count elements (per chunk, two
+ *       receive buffers and two partial sums).
  *
  * Deterministic mode: the whole vector is reduced along the chain 0 -> 1
  * -> ... -> p-1 (chain_reduce.c) and rank p-1 sends each rank its block.
@@ -111,6 +112,11 @@ static double cost(const coll_cost_in_t *c)
 {
     double q = c->p - 1, chunks = c->n / c->p / c->chunk;
     chunks = chunks < 1 ? 1 : chunks;
+    if (c->det) {
+        double vchunks = c->n / c->chunk < 1 ? 1 : c->n / c->chunk;
+        return (2 * q + vchunks) * c->alpha + (c->n + c->n * q / c->p) * c->beta +
+               c->n * c->gamma;
+    }
     return (q + chunks - 1) * c->alpha + c->n * q / c->p * (c->beta + c->gamma);
 }
 

@@ -15,7 +15,6 @@
 
 #include "algorithms.h"
 #include "log.h"
-#include "param.h"
 #include "reduce.h"
 
 /* ---- the families ----------------------------------------------------------- */
@@ -120,6 +119,19 @@ coll_status_t coll_algo_parse_forced(const char *spec, const coll_algo_t *forced
     return COLL_OK;
 }
 
+coll_status_t coll_algo_parse_fallback(const char *spec, int *mode_p)
+{
+    static const char *const names[] = {"error", "warn", "silent"};
+
+    for (int m = 0; m < (int)COLL_ARRAY_LEN(names); m++)
+        if (strcasecmp(spec, names[m]) == 0) {
+            *mode_p = m;
+            return COLL_OK;
+        }
+    return coll_error(COLL_SUBSYS_ALGO, COLL_ERR_INVALID_ARG,
+                      "COLL_ALGO_FALLBACK='%s' is not one of error, warn, silent", spec);
+}
+
 /* ---- choosing -------------------------------------------------------------------- */
 
 /* The vector the cost formulas' n means: the whole buffer of the call. */
@@ -150,6 +162,7 @@ static void cost_inputs(struct coll_comm *comm, const coll_args_t *a, coll_cost_
     c->gamma = comm->gamma;
     c->copy = comm->copy;
     c->chunk = (double)chunk;
+    c->det = a->deterministic;
 }
 
 typedef struct cheapest_ctx {
@@ -202,13 +215,12 @@ coll_status_t coll_algo_select(struct coll_comm *comm, const coll_args_t *a,
     }
     best = cheapest(comm, a, tbl, sizeof(tbl));
     if (forced) {
-        const char *mode = coll_param_raw(COLL_PARAM_ALGO_FALLBACK);
-        if (strcasecmp(mode, "warn") != 0 && strcasecmp(mode, "silent") != 0)
+        if (comm->algo_fallback == COLL_ALGO_FALLBACK_ERROR)
             return coll_comm_error(comm, COLL_SUBSYS_ALGO, COLL_ERR_INVALID_USAGE,
                                    "COLL_ALGO forces %s:%s, which cannot run this call: %s "
                                    "(set COLL_ALGO_FALLBACK=warn to fall back)",
                                    coll_coll_name(a->coll), forced->name, why);
-        if (strcasecmp(mode, "warn") == 0)
+        if (comm->algo_fallback == COLL_ALGO_FALLBACK_WARN)
             COLL_WARN(COLL_SUBSYS_ALGO, "rank %d: COLL_ALGO forces %s:%s, which cannot run "
                       "this call (%s); using %s", comm->rank, coll_coll_name(a->coll),
                       forced->name, why, best ? best->name : "none");

@@ -1,16 +1,22 @@
 /*
  * check_args.c: COLL_CHECK_ARGS. Before a collective moves any data, each
- * rank sends every other rank a 56-byte description of its call
- * (collective, datatype, op, root, count, for alltoallv the counts it
- * sends to and expects from that rank, and the algorithm it chose: ranks
+ * rank sends every other rank a 64-byte description of its call
+ * (collective, datatype, op, root, count, for alltoallv the count it
+ * sends to that rank, and the algorithm it chose: ranks
  * started with different COLL_ALGO settings would otherwise run different
- * message patterns). A step after the exchange
- * compares them and, on a difference, fails the call on every rank with
- * COLL_ERR_INVALID_USAGE naming the first differing rank and field. The
- * data steps wait for that check (the schedule's gate), so a mismatch
- * moves no data and the communicator stays usable.
+ * message patterns). A step after the exchange compares them and, on a
+ * difference, fails the call on every rank with COLL_ERR_INVALID_USAGE
+ * naming the first differing rank and field. The data steps wait for that
+ * check (the schedule's gate), so a mismatch moves no data and the
+ * communicator stays usable.
  *
- * Cost: 2 (p-1) messages of 40 bytes per collective, one latency.
+ * alltoallv counts pair up rank by rank, so only the two ranks of a
+ * mismatched pair can see it: there a second round sends every rank each
+ * rank's verdict (a message, empty when its pairs matched), so that all
+ * fail alike.
+ *
+ * Cost: 2 (p-1) messages of 64 bytes per collective, one latency; alltoallv
+ * adds 2 (p-1) messages of 160 bytes and a second latency.
  */
 #include <stdio.h>
 #include <string.h>
@@ -19,14 +25,16 @@
 #include "reduce.h"
 #include "schedule.h"
 
-#define DESC_BYTES 56
-#define ALGO_NAME_BYTES 16
+#define ALGO_NAME_BYTES 32
+#define DESC_BYTES (32 + ALGO_NAME_BYTES)
+#define VERDICT_BYTES 160
 #define CHECK_MTAG 0xfffffff0u
+#define VERDICT_MTAG 0xfffffff1u
 
 typedef struct desc {
     uint32_t coll, dt, op;
     int32_t root;
-    uint64_t count, to_you, from_you;
+    uint64_t count, to_you;
     char algo[ALGO_NAME_BYTES + 1];
 } desc_t;
 
@@ -38,17 +46,16 @@ static void describe(const coll_args_t *a, int peer, uint8_t out[DESC_BYTES])
     coll_store_u32(out + 12, (uint32_t)a->root);
     coll_store_u64(out + 16, a->count);
     coll_store_u64(out + 24, a->sendcounts ? a->sendcounts[peer] : 0);
-    coll_store_u64(out + 32, a->recvcounts ? a->recvcounts[peer] : 0);
-    memset(out + 40, 0, ALGO_NAME_BYTES);
-    memcpy(out + 40, a->algo, strnlen(a->algo, ALGO_NAME_BYTES));
+    memset(out + 32, 0, ALGO_NAME_BYTES);
+    memcpy(out + 32, a->algo, strnlen(a->algo, ALGO_NAME_BYTES));
 }
 
 static desc_t decode(const uint8_t in[DESC_BYTES])
 {
     desc_t d = {coll_load_u32(in), coll_load_u32(in + 4), coll_load_u32(in + 8),
                 (int32_t)coll_load_u32(in + 12), coll_load_u64(in + 16), coll_load_u64(in + 24),
-                coll_load_u64(in + 32), ""};
-    memcpy(d.algo, in + 40, ALGO_NAME_BYTES);
+                ""};
+    memcpy(d.algo, in + 32, ALGO_NAME_BYTES);
     d.algo[ALGO_NAME_BYTES] = '\0';
     return d;
 }
@@ -81,14 +88,10 @@ static int differ(coll_sched_t *s, int k, const desc_t *d, char *why, size_t len
                         coll_reduce_datatype_name(a->dt));
     if (a->coll == COLL_ALLTOALLV) {
         if (d->to_you != a->recvcounts[k])
-            return snprintf(why, len, "rank %d sends %llu elements to this rank, which expects "
-                            "%zu (recvcounts[%d])", k, (unsigned long long)d->to_you,
-                            a->recvcounts[k], k);
-        if (d->from_you != a->sendcounts[k])
-            return snprintf(why, len, "rank %d expects %llu elements from this rank, which "
-                            "sends %zu (sendcounts[%d]); rank %d", k,
-                            (unsigned long long)d->from_you, a->sendcounts[k], k, r);
-        return 0;
+            return snprintf(why, len, "rank %d sends %llu elements to rank %d, whose "
+                            "recvcounts[%d] is %zu", k, (unsigned long long)d->to_you, r, k,
+                            a->recvcounts[k]);
+        return 0; /* the reverse direction is rank k's to report */
     }
     if (d->count != a->count)
         return snprintf(why, len, "rank %d passed count %llu, this rank %zu", k,
@@ -104,23 +107,112 @@ static int differ(coll_sched_t *s, int k, const desc_t *d, char *why, size_t len
     return 0;
 }
 
-static coll_status_t compare(coll_sched_t *s, void *arg)
+/* The first rank whose call differs from ours, described in why; -1 if none. */
+static int first_difference(coll_sched_t *s, const uint8_t *in, char *why, size_t len)
 {
-    const uint8_t *in = arg;
     int p = coll_sched_size(s), r = coll_sched_rank(s);
-    char why[256];
 
     for (int k = 0; k < p; k++) {
         desc_t d;
         if (k == r)
             continue;
         d = decode(in + (size_t)k * DESC_BYTES);
-        if (differ(s, k, &d, why, sizeof(why)))
-            return coll_comm_error(coll_sched_comm(s), COLL_SUBSYS_COLL, COLL_ERR_INVALID_USAGE,
-                                   "%s: COLL_CHECK_ARGS: the call differs across ranks: %s",
-                                   coll_sched_name(s), why);
+        if (differ(s, k, &d, why, len))
+            return k;
+    }
+    return -1;
+}
+
+static coll_status_t mismatch(coll_sched_t *s, const char *why)
+{
+    return coll_comm_error(coll_sched_comm(s), COLL_SUBSYS_COLL, COLL_ERR_INVALID_USAGE,
+                           "%s: COLL_CHECK_ARGS: the call differs across ranks: %s",
+                           coll_sched_name(s), why);
+}
+
+static coll_status_t compare(coll_sched_t *s, void *arg)
+{
+    char why[256];
+
+    if (first_difference(s, arg, why, sizeof(why)) >= 0)
+        return mismatch(s, why);
+    return COLL_OK;
+}
+
+/* alltoallv, round 1: our verdict on the pairs we can see, to be sent to
+ * every rank. It never fails the schedule itself: round 2 does, on all
+ * ranks at once. */
+typedef struct verdicts {
+    const uint8_t *desc_in;     /* p descriptors received */
+    char *mine;                 /* VERDICT_BYTES, sent to every peer */
+    char *theirs;               /* p x VERDICT_BYTES received */
+} verdicts_t;
+
+static coll_status_t judge(coll_sched_t *s, void *arg)
+{
+    verdicts_t *v = arg;
+
+    if (first_difference(s, v->desc_in, v->mine, VERDICT_BYTES) < 0)
+        v->mine[0] = '\0';
+    return COLL_OK;
+}
+
+static coll_status_t collect_verdicts(coll_sched_t *s, void *arg)
+{
+    verdicts_t *v = arg;
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    char why[VERDICT_BYTES + 32];
+
+    if (v->mine[0])
+        return mismatch(s, v->mine);
+    for (int k = 0; k < p; k++) {
+        char *their = v->theirs + (size_t)k * VERDICT_BYTES;
+        if (k == r || !their[0])
+            continue;
+        their[VERDICT_BYTES - 1] = '\0'; /* whatever a peer sent, it ends */
+        snprintf(why, sizeof(why), "%s (found by rank %d)", their, k);
+        return mismatch(s, why);
     }
     return COLL_OK;
+}
+
+/* Send buf (bytes) to every peer and receive one from each into in;
+ * returns the join of all those steps after `after`. */
+static coll_vid_t exchange(coll_sched_t *s, const uint8_t *out, size_t stride, uint8_t *in,
+                           size_t bytes, uint32_t mtag, coll_vid_t after)
+{
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    coll_vid_t all = after;
+
+    for (int k = 0; k < p; k++) {
+        if (k == r)
+            continue;
+        coll_vid_t sv = coll_sched_send(s, out + (size_t)k * stride, bytes, k, mtag,
+                                        COLL_DEPS(after));
+        coll_vid_t rv = coll_sched_recv(s, in + (size_t)k * bytes, bytes, k, mtag,
+                                        COLL_DEPS(after));
+        /* our messages must all be out before a failed check stops the
+         * schedule: every peer waits for its copy */
+        all = coll_sched_join(s, COLL_DEPS(all, sv, rv));
+    }
+    return all;
+}
+
+/* Round 2 of alltoallv: every rank's verdict to every rank. */
+static coll_vid_t add_verdicts(coll_sched_t *s, const uint8_t *desc_in, coll_vid_t after)
+{
+    int p = coll_sched_size(s);
+    verdicts_t *v = coll_sched_scratch(s, sizeof(*v));
+    char *mine = coll_sched_scratch(s, VERDICT_BYTES);
+    char *theirs = coll_sched_scratch(s, (size_t)p * VERDICT_BYTES);
+
+    if (!v || !mine || !theirs)
+        return -1;
+    *v = (verdicts_t){desc_in, mine, theirs};
+    coll_vid_t judged = coll_sched_check(s, judge, v, COLL_DEPS(after));
+    coll_vid_t heard = exchange(s, (const uint8_t *)mine, 0, (uint8_t *)theirs, VERDICT_BYTES,
+                                VERDICT_MTAG, judged);
+    return coll_sched_check(s, collect_verdicts, v, COLL_DEPS(heard));
 }
 
 void coll_check_args_add(coll_sched_t *s)
@@ -129,22 +221,17 @@ void coll_check_args_add(coll_sched_t *s)
     int p = coll_sched_size(s), r = coll_sched_rank(s);
     uint8_t *in = coll_sched_scratch(s, (size_t)p * DESC_BYTES);
     uint8_t *out = coll_sched_scratch(s, (size_t)p * DESC_BYTES);
-    coll_vid_t check = -1;
+    coll_vid_t heard, gate;
 
     if (!in || !out)
         return;
-    for (int k = 0; k < p; k++) {
-        if (k == r)
-            continue;
-        describe(a, k, out + (size_t)k * DESC_BYTES);
-        coll_vid_t sv = coll_sched_send(s, out + (size_t)k * DESC_BYTES, DESC_BYTES, k,
-                                        CHECK_MTAG, COLL_NODEPS);
-        coll_vid_t rv = coll_sched_recv(s, in + (size_t)k * DESC_BYTES, DESC_BYTES, k,
-                                        CHECK_MTAG, COLL_NODEPS);
-        /* our descriptors must all be out before a failed check stops the
-         * schedule: every peer waits for its copy */
-        check = coll_sched_join(s, COLL_DEPS(check, sv, rv));
-    }
-    check = coll_sched_check(s, compare, in, COLL_DEPS(check));
-    coll_sched_set_gate(s, check);
+    for (int k = 0; k < p; k++)
+        if (k != r)
+            describe(a, k, out + (size_t)k * DESC_BYTES);
+    heard = exchange(s, out, DESC_BYTES, in, DESC_BYTES, CHECK_MTAG, -1);
+    if (a->coll == COLL_ALLTOALLV)
+        gate = add_verdicts(s, in, heard);
+    else
+        gate = coll_sched_check(s, compare, in, COLL_DEPS(heard));
+    coll_sched_set_gate(s, gate);
 }

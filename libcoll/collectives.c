@@ -279,16 +279,16 @@ static coll_status_t alltoall(const char *fn, const void *sendbuf, void *recvbuf
 }
 
 /* Extent in bytes of a v-layout: the end of its furthest block. */
-static coll_status_t v_extent(call_t *c, const char *what, const size_t *counts,
-                              const size_t *displs, size_t *bytes_p)
+static coll_status_t v_extent(call_t *c, const char *cname, const size_t *counts,
+                              const char *dname, const size_t *displs, size_t *bytes_p)
 {
     size_t end = 0, es = c->a.esize, max = COLL_BUF_BYTES_MAX / es;
     if (!counts || !displs)
-        return bad(c, COLL_ERR_INVALID_ARG, "%scounts or %sdispls is NULL", what, what);
+        return bad(c, COLL_ERR_INVALID_ARG, "%s or %s is NULL", cname, dname);
     for (int k = 0; k < c->comm->nranks; k++) {
         if (counts[k] > max || displs[k] > max - counts[k])
-            return bad(c, COLL_ERR_INVALID_ARG, "%scounts[%d] = %zu at %sdispls[%d] = %zu is "
-                       "too large", what, k, counts[k], what, k, displs[k]);
+            return bad(c, COLL_ERR_INVALID_ARG, "%s[%d] = %zu at %s[%d] = %zu is too large",
+                       cname, k, counts[k], dname, k, displs[k]);
         if (counts[k] && displs[k] + counts[k] > end)
             end = displs[k] + counts[k];
     }
@@ -309,9 +309,13 @@ static coll_status_t alltoallv(const char *fn, const void *sendbuf, const size_t
     c.a.rdispls = rdispls;
     st = check_type(&c, 0, 1);
     if (st == COLL_OK)
-        st = v_extent(&c, "send", sendcounts, sdispls, &sbytes);
+        st = v_extent(&c, "sendcounts", sendcounts, "sdispls", sdispls, &sbytes);
     if (st == COLL_OK)
-        st = v_extent(&c, "recv", recvcounts, rdispls, &rbytes);
+        st = v_extent(&c, "recvcounts", recvcounts, "rdispls", rdispls, &rbytes);
+    if (st == COLL_OK && sendcounts[c.comm->rank] != recvcounts[c.comm->rank])
+        st = bad(&c, COLL_ERR_INVALID_ARG, "sendcounts[%d] = %zu but recvcounts[%d] = %zu: "
+                 "the block a rank sends itself must fit exactly", c.comm->rank,
+                 sendcounts[c.comm->rank], c.comm->rank, recvcounts[c.comm->rank]);
     if (st == COLL_OK)
         st = check_pair(&c, sbytes, rbytes, 0);
     return finish(&c, st, request);

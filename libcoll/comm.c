@@ -58,17 +58,11 @@ static void comm_close_endpoints(struct coll_comm *comm, coll_status_t why, cons
             comm->peers[r].ops->ep_close(comm->peers[r].ep, why, reason);
 }
 
-coll_status_t coll_comm_fail(struct coll_comm *comm, unsigned subsys, coll_status_t status,
-                             const char *fmt, ...)
+/* The communicator fails with its last recorded error; peers learn why. */
+static coll_status_t comm_fail_commit(struct coll_comm *comm, coll_status_t status)
 {
     char reason[COLL_ERRMSG_LEN];
-    va_list ap;
 
-    if (comm->error != COLL_OK) /* the first failure is the one that matters */
-        return comm->error;
-    va_start(ap, fmt);
-    comm_vrecord(comm, subsys, status, fmt, ap);
-    va_end(ap);
     comm->error = status;
     snprintf(comm->errmsg, sizeof(comm->errmsg), "%s", comm->lasterr);
     if (comm->state == COLL_COMM_LIVE)
@@ -79,6 +73,26 @@ coll_status_t coll_comm_fail(struct coll_comm *comm, unsigned subsys, coll_statu
     if (comm->ev)
         coll_comm_wake_waiters(comm);
     return status;
+}
+
+coll_status_t coll_comm_fail(struct coll_comm *comm, unsigned subsys, coll_status_t status,
+                             const char *fmt, ...)
+{
+    va_list ap;
+
+    if (comm->error != COLL_OK) /* the first failure is the one that matters */
+        return comm->error;
+    va_start(ap, fmt);
+    comm_vrecord(comm, subsys, status, fmt, ap);
+    va_end(ap);
+    return comm_fail_commit(comm, status);
+}
+
+coll_status_t coll_comm_fail_recorded(struct coll_comm *comm, coll_status_t status)
+{
+    if (comm->error != COLL_OK)
+        return comm->error;
+    return comm_fail_commit(comm, status);
 }
 
 /* Upcall from a transport: the link to `peer` broke. */
@@ -311,6 +325,8 @@ static coll_status_t check_init_args(const coll_init_args_t *a)
 static coll_status_t read_coll_settings(struct coll_comm *comm)
 {
     COLL_CHECK(coll_algo_parse_forced(coll_param_raw(COLL_PARAM_ALGO), comm->forced));
+    COLL_CHECK(coll_algo_parse_fallback(coll_param_raw(COLL_PARAM_ALGO_FALLBACK),
+                                        &comm->algo_fallback));
     COLL_CHECK(coll_param_bool(COLL_PARAM_DETERMINISTIC, &comm->deterministic));
     COLL_CHECK(coll_param_bool(COLL_PARAM_CHECK_ARGS, &comm->check_args));
     COLL_CHECK(coll_param_size(COLL_PARAM_PIPELINE_CHUNK, &comm->chunk_bytes));

@@ -83,6 +83,7 @@ struct coll_comm {
     /* Collective settings, read at init. */
     const struct coll_algo *forced[COLL_MAX_COLLS];      /* COLL_ALGO */
     const struct coll_algo *last_choice[COLL_MAX_COLLS]; /* to log changes */
+    int algo_fallback;             /* COLL_ALGO_FALLBACK: coll_algo_fallback_t */
     int deterministic;
     int check_args;
     size_t chunk_bytes;
@@ -163,6 +164,9 @@ coll_status_t coll_comm_error(struct coll_comm *comm, unsigned subsys, coll_stat
  * later calls fail fast. Only the first fatal error is kept. */
 coll_status_t coll_comm_fail(struct coll_comm *comm, unsigned subsys, coll_status_t status,
                              const char *fmt, ...) COLL_PRINTF(4, 5);
+/* Fail the communicator with the error the failing step already recorded
+ * and logged (coll_comm_error), so it is logged once. */
+coll_status_t coll_comm_fail_recorded(struct coll_comm *comm, coll_status_t status);
 
 /* ---- point-to-point for algorithms and internal use (lock held) -------- */
 

@@ -343,13 +343,16 @@ static coll_status_t wait_group(struct coll_comm *comm, int from, int count,
     return st;
 }
 
-/* Is requests[i] the first of its communicator in the array? */
+/* Is requests[i] the first of its communicator in the array? (A NULL
+ * entry is skipped, never dereferenced.) */
 static int first_of_comm(coll_request_t requests[], int i)
 {
+    if (!requests[i])
+        return 0;
     for (int j = 0; j < i; j++)
         if (requests[j] && requests[j]->comm == requests[i]->comm)
             return 0;
-    return requests[i] != NULL;
+    return 1;
 }
 
 /* Several communicators: progress all of them in turns, so that none

@@ -38,7 +38,7 @@ struct coll_sched {
     struct coll_comm *comm;
     coll_list_t link;           /* comm->scheds while running */
     uint32_t seq;
-    char name[64];              /* "allreduce ring #12", for messages */
+    char name[64];              /* "allreduce #12 (ring)", for messages */
     coll_args_t args;
     coll_vertex_t *v;
     uint32_t nv, capv;
@@ -54,6 +54,7 @@ struct coll_sched {
     size_t bytes_done;
     coll_status_t status;       /* first error (building or running) */
     coll_vid_t gate;            /* every new vertex waits for it (-1: none) */
+    coll_vid_t failed;          /* the vertex that failed first (-1: none) */
     void **scratch;
     uint32_t nscratch, capscratch;
     struct coll_request *req;   /* the collective's request */
@@ -255,6 +256,7 @@ coll_status_t coll_sched_create(struct coll_comm *comm, const coll_args_t *args,
     s->args = *args;
     s->seq = comm->coll_seq;
     s->gate = -1;
+    s->failed = -1;
     snprintf(s->name, sizeof(s->name), "%s #%u (%s)", coll_coll_name(args->coll), s->seq, name);
     coll_list_init(&s->link);
     *s_p = s;
@@ -300,8 +302,10 @@ static void vertex_done(coll_sched_t *s, uint32_t id, coll_status_t st)
         v->req = NULL;
     }
     s->req->tp.bytes_done = s->bytes_done + (s->nv - s->left); /* progress, for stalls */
-    if (st < 0 && s->status == COLL_OK)
+    if (st < 0 && s->status == COLL_OK) {
         s->status = st;
+        s->failed = (coll_vid_t)id;
+    }
     if (s->status != COLL_OK)
         return; /* stop releasing work; finish once the messages in flight are done */
     for (uint32_t k = 0; k < v->nsucc; k++) {
@@ -367,6 +371,13 @@ static void start_vertex(coll_sched_t *s, uint32_t id)
 static void sched_finish(coll_sched_t *s)
 {
     struct coll_request *req = s->req;
+
+    /* A failed gate (COLL_CHECK_ARGS) fails the call on every rank alike,
+     * before any data moves, so the communicator stays usable. Any other
+     * failure leaves peers waiting for messages that will never come:
+     * fail the communicator so that they learn at once who and why. */
+    if (s->status < 0 && s->failed != s->gate)
+        coll_comm_fail_recorded(s->comm, s->status);
 
     coll_list_del(&s->link);
     req->status = s->status;
@@ -460,9 +471,10 @@ coll_status_t coll_sched_start(coll_sched_t *s, struct coll_request **req_p)
     req = s->status == COLL_OK ? calloc(1, sizeof(*req)) : NULL;
     if (!req) {
         coll_status_t st = s->status != COLL_OK ? s->status : COLL_ERR_NO_MEMORY;
+        coll_coll_t coll = s->args.coll;
         coll_sched_free(s);
         return coll_comm_error(comm, COLL_SUBSYS_COLL, st, "cannot build the schedule of %s "
-                               "(out of memory)", coll_coll_name(s->args.coll));
+                               "(out of memory)", coll_coll_name(coll));
     }
     req->magic = COLL_REQ_MAGIC;
     req->comm = comm;

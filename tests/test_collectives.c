@@ -423,6 +423,58 @@ END_TEST
 
 /* ---- bad input ------------------------------------------------------------------ */
 
+/* alltoallv under COLL_CHECK_ARGS: counts pair up rank by rank, yet a
+ * mismatch between ranks 0 and 1 fails the call on rank 2 too (it would
+ * otherwise move data and wait for them until COLL_TIMEOUT). */
+static void check_alltoallv(coll_comm_t c, int rank, int nranks)
+{
+    int32_t out[16] = {0}, in[16];
+    size_t sc[3], sd[3], rc[3], rd[3];
+    coll_status_t st;
+
+    for (int k = 0; k < nranks; k++) {
+        sc[k] = rc[k] = 1;
+        sd[k] = rd[k] = (size_t)k * 4;
+    }
+    if (rank == 0)
+        sc[1] = 2; /* rank 1 expects 1 */
+    st = coll_alltoallv(out, sc, sd, in, rc, rd, COLL_INT32, c);
+    RANK_CHECK(st == COLL_ERR_INVALID_USAGE &&
+               strstr(coll_get_last_error(c),
+                      "rank 0 sends 2 elements to rank 1, whose recvcounts[0] is 1"),
+               "alltoallv mismatch: %s: %s", coll_status_str(st), coll_get_last_error(c));
+    if (rank == 2)
+        RANK_CHECK(strstr(coll_get_last_error(c), "found by rank 1") != NULL, "finder: %s",
+                   coll_get_last_error(c));
+    sc[1] = 1;
+    RANK_OK(coll_alltoallv(out, sc, sd, in, rc, rd, COLL_INT32, c)); /* still usable */
+    /* the block to itself is checked locally */
+    rc[rank] = 2;
+    st = coll_alltoallv(out, sc, sd, in, rc, rd, COLL_INT32, c);
+    RANK_CHECK(st == COLL_ERR_INVALID_ARG && strstr(coll_get_last_error(c), "recvcounts"),
+               "self block: %s: %s", coll_status_str(st), coll_get_last_error(c));
+}
+
+/* Without COLL_CHECK_ARGS, a count that differs on rank 1 fails the call
+ * where a message has the wrong size; that fails the communicator, and the
+ * ranks still waiting learn it at once instead of at COLL_TIMEOUT (60 s
+ * here, beyond the test's limit). */
+static void mismatch_fails_fast(coll_comm_t world, int rank)
+{
+    int32_t buf[64] = {0};
+    coll_comm_t c;
+    coll_status_t st;
+
+    setenv("COLL_TIMEOUT", "60s", 1);
+    c = comm_with(world, rank, "allreduce:ring");
+    unsetenv("COLL_TIMEOUT");
+    st = coll_allreduce(buf, buf + 32, rank == 1 ? 9 : 8, COLL_INT32, COLL_SUM, c);
+    RANK_CHECK(st == COLL_ERR_SIZE_MISMATCH || st == COLL_ERR_PEER_FAILED,
+               "count mismatch: %s: %s", coll_status_str(st), coll_get_last_error(c));
+    RANK_CHECK(coll_barrier(c) != COLL_OK, "the communicator should have failed");
+    coll_comm_abort(c);
+}
+
 static int rank_bad(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     coll_comm_t world = harness_init(rank, nranks, id), comm = world;
@@ -455,7 +507,21 @@ static int rank_bad(int rank, int nranks, const coll_unique_id_t *id, void *arg)
     RANK_CHECK(st == COLL_ERR_INVALID_USAGE && strstr(coll_get_last_error(checked), "root"),
                "mismatched root: %s: %s", coll_status_str(st), coll_get_last_error(checked));
     RANK_OK(coll_reduce(buf, buf + 32, 8, COLL_INT32, COLL_SUM, 0, checked)); /* still usable */
+    check_alltoallv(checked, rank, nranks);
     RANK_OK(coll_comm_destroy(checked));
+
+    /* ranks that chose different algorithms: the names appear whole */
+    setenv("COLL_CHECK_ARGS", "1", 1);
+    checked = comm_with(world, rank, rank == 0 ? "allreduce:recursive_doubling"
+                                               : "allreduce:ring");
+    st = coll_allreduce(buf, buf + 32, 8, COLL_INT32, COLL_SUM, checked);
+    RANK_CHECK(st == COLL_ERR_INVALID_USAGE &&
+               strstr(coll_get_last_error(checked), "recursive_doubling"),
+               "different algorithms: %s: %s", coll_status_str(st), coll_get_last_error(checked));
+    RANK_OK(coll_comm_destroy(checked));
+    unsetenv("COLL_CHECK_ARGS");
+
+    mismatch_fails_fast(world, rank);
     RANK_OK(coll_comm_destroy(world));
     return 0;
 }
@@ -491,6 +557,13 @@ static int rank_select(int rank, int nranks, const coll_unique_id_t *id, void *a
     RANK_CHECK(y[0] == (float)nranks && y[1] == 0, "fallback result %g", y[0]);
     RANK_OK(coll_comm_destroy(c));
     unsetenv("COLL_ALGO_FALLBACK");
+    /* the deterministic butterfly's rows count against the cap too */
+    c = comm_with(world, rank, "allreduce:butterfly");
+    st = coll_allreduce(x, y, 256, COLL_FLOAT32, COLL_SUM, c);
+    RANK_CHECK(st == COLL_ERR_INVALID_USAGE && strstr(coll_get_last_error(c), "butterfly")
+               && strstr(coll_get_last_error(c), "COLL_DET_SCRATCH_MAX"),
+               "butterfly over the cap: %s: %s", coll_status_str(st), coll_get_last_error(c));
+    RANK_OK(coll_comm_destroy(c));
     unsetenv("COLL_DET_SCRATCH_MAX");
     unsetenv("COLL_DETERMINISTIC");
 
@@ -504,6 +577,13 @@ static int rank_select(int rank, int nranks, const coll_unique_id_t *id, void *a
     RANK_CHECK(st == COLL_ERR_INVALID_ARG && strstr(coll_get_last_error(NULL), "allreduse"),
                "unknown collective: %s", coll_get_last_error(NULL));
     unsetenv("COLL_ALGO");
+    /* so is a fallback mode it does not know, instead of meaning "error" */
+    setenv("COLL_ALGO_FALLBACK", "warning", 1);
+    st = coll_comm_split(world, 0, rank, &c);
+    RANK_CHECK(st == COLL_ERR_INVALID_ARG && strstr(coll_get_last_error(NULL), "warning") &&
+               strstr(coll_get_last_error(NULL), "silent"),
+               "unknown fallback: %s", coll_get_last_error(NULL));
+    unsetenv("COLL_ALGO_FALLBACK");
     RANK_OK(coll_comm_destroy(world));
     return 0;
 }
