@@ -315,11 +315,15 @@ static const struct {
 static int rank_ended_comm(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     const int *row = arg;
-    coll_comm_t comm = harness_init(rank, nranks, id);
+    coll_comm_t world = harness_init(rank, nranks, id), comm;
 
-    /* No traffic before an abort: a peer's abort may overtake our last
-     * message to it, which is a failure of the job, not of this test. */
+    RANK_OK(coll_comm_split(world, 0, rank, &comm));
     if (enders[*row].abort) {
+        /* Both ranks must be done creating comm (its init exchanges the
+         * cost model) before either aborts it: a peer's abort may overtake
+         * our last message to it, which fails the job, not this test.
+         * The barrier on world says so without touching comm. */
+        RANK_OK(coll_barrier(world));
         RANK_OK(coll_comm_abort(comm));
     } else {
         exchange_check(comm, rank, nranks, TAG);
@@ -334,6 +338,7 @@ static int rank_ended_comm(int rank, int nranks, const coll_unique_id_t *id, voi
         RANK_CHECK(coll_get_last_error(NULL)[0] != '\0', "%s: no thread error message",
                    op_names[op]);
     }
+    RANK_OK(coll_comm_destroy(world));
     return 0;
 }
 
