@@ -58,8 +58,9 @@ typedef enum coll_param_type {
       "whatever the algorithm")                                                          \
     X(CHECK_ARGS, COLL_PARAM_BOOL, "0",                                                  \
       "Before each collective, compare its arguments across ranks (collective, count, "  \
-      "datatype, op, root): a mismatch fails the call on every rank with an error "       \
-      "naming the rank and the field, instead of a hang or wrong data")                  \
+      "datatype, op, root, alltoallv counts, chosen algorithm): a mismatch fails the "   \
+      "call on every rank with an error naming the rank and the field, instead of a "    \
+      "hang or wrong data")                                                              \
     X(PIPELINE_CHUNK, COLL_PARAM_SIZE, "256K",                                           \
       "Pipeline chunk of the chunked algorithms (ring, chain): data moves and is "       \
       "reduced in pieces of this size so that links and reductions overlap")             \
