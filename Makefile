@@ -54,6 +54,13 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOLS    := $(BUILD)/bin/collrun $(BUILD)/bin/collinfo
 EXAMPLES := $(BUILD)/bin/exchange
 BENCHES  := $(patsubst bench/%.c,$(BUILD)/bin/%,$(wildcard bench/*.c))
+# Shared bench code (bench/common/) is linked into every bench, never built alone.
+BENCH_COMMON := $(wildcard bench/common/*.c)
+# nccl-tests and OSU names: links to coll_perf and p2p_perf, which read argv[0].
+COLL_PERF_LINKS := $(addprefix $(BUILD)/bin/,all_reduce_perf all_gather_perf broadcast_perf \
+                   reduce_perf reduce_scatter_perf alltoall_perf scatter_perf gather_perf \
+                   sendrecv_perf barrier_perf)
+P2P_PERF_LINKS  := $(addprefix $(BUILD)/bin/,p2p_latency p2p_bw p2p_bibw)
 TEST_SRCS := $(wildcard tests/test_*.c)
 TESTS    := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 TEST_HELPERS := $(BUILD)/tests/helper_rank
@@ -64,7 +71,7 @@ STLIB := $(BUILD)/lib/libcoll.a
 .PHONY: all lib tools config install uninstall test demo clean deps-test deps-demo docs-env
 .DEFAULT_GOAL := all
 
-all: config lib tools $(EXAMPLES) $(BENCHES)
+all: config lib tools $(EXAMPLES) $(BENCHES) $(COLL_PERF_LINKS) $(P2P_PERF_LINKS)
 
 config:
 	@echo "libcoll $(VERSION): optional dependencies"
@@ -101,10 +108,16 @@ $(BUILD)/bin/%: tools/%.c $(STLIB)
 	$(call say,LINK,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(STLIB) $(LDLIBS)
 
-$(BUILD)/bin/%: bench/%.c $(STLIB)
+$(BUILD)/bin/%: bench/%.c $(BENCH_COMMON) $(wildcard bench/common/*.h) $(STLIB)
 	@mkdir -p $(dir $@)
 	$(call say,LINK,$@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(STLIB) $(LDLIBS) -lm
+	$(Q)$(CC) $(CPPFLAGS) -Ibench/common $(CFLAGS) -o $@ $< $(BENCH_COMMON) $(STLIB) $(LDLIBS) -lm
+
+$(COLL_PERF_LINKS): $(BUILD)/bin/coll_perf
+	$(Q)ln -sf coll_perf $@
+
+$(P2P_PERF_LINKS): $(BUILD)/bin/p2p_perf
+	$(Q)ln -sf p2p_perf $@
 
 $(BUILD)/bin/%: examples/%.c $(STLIB)
 	@mkdir -p $(dir $@)
@@ -146,8 +159,17 @@ test-long: deps-test
 	@$(MAKE) --no-print-directory all test-build
 	@COLL_TEST_LONG=1 CK_TIMEOUT_MULTIPLIER=10 tests/run.sh $(BUILD)
 
+# The 4-rank all-reduce sweep through collrun, then one line against the
+# best of Open MPI, MPICH and Gloo, measured in the same run (if installed).
 demo: deps-demo all
-	$(BUILD)/bin/collrun -n 4 $(BUILD)/bin/exchange
+	$(BUILD)/bin/collrun -n 4 $(BUILD)/bin/all_reduce_perf -b 16 -e 64M -f 4 -c 1
+	@if command -v mpicc.openmpi >/dev/null && command -v mpicc.mpich >/dev/null && \
+	    test -f /usr/include/gloo/allreduce.h && command -v g++ >/dev/null; then \
+	    echo "Against the peers (same sweep, TCP, alternating runs; about a minute):"; \
+	    bench/compare.sh --build $(BUILD) --np 4 --reps 1 --verdict; \
+	else \
+	    echo "verdict skipped: the peers are not installed (make compare installs them)"; \
+	fi
 
 # The table of COLL_* variables in docs/env.md, from libcoll/param.h.
 docs-env: $(BUILD)/bin/collinfo
@@ -157,6 +179,24 @@ docs-env: $(BUILD)/bin/collinfo
 	     /<!-- params:end -->/ { skip = 0 } !skip' docs/env.md > $(BUILD)/env.md
 	@mv $(BUILD)/env.md docs/env.md
 	@echo "docs/env.md: $$(grep -c '^| `COLL_' docs/env.md) variables"
+
+# ---- against the peers: Open MPI, MPICH, Gloo (docs/benchmarks.md) -------------------
+# make compare COMPARE_ARGS='--np 4 --coll all_gather --inplace'   (see bench/compare.sh)
+# make plots regenerates docs/img/ from its own sweep (PLOTS_ARGS; about 10 minutes).
+.PHONY: compare plots deps-compare
+PEER_PKGS    := openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev g++ gnuplot-nox
+COMPARE_ARGS ?=
+PLOTS_ARGS   ?= --np 2,4 --coll all_reduce,all_gather,reduce_scatter,p2p --inplace --reps 3
+
+deps-compare:
+	@scripts/deps.sh $(PEER_PKGS)
+
+compare: deps-compare all
+	@bench/compare.sh --build $(BUILD) $(COMPARE_ARGS)
+
+plots: deps-compare all
+	@bench/compare.sh --build $(BUILD) --out $(BUILD)/plots $(PLOTS_ARGS)
+	@bench/plot.sh --in $(BUILD)/plots --out docs/img
 
 # ---- install ----------------------------------------------------------------------
 install: all

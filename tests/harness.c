@@ -4,6 +4,8 @@
  * thread (a forked child only has the forking thread).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,4 +177,45 @@ int harness_main(Suite *suite)
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+void harness_tmpdir_make(char *dir, size_t len, const char *prefix)
+{
+    snprintf(dir, len, "/tmp/%s-XXXXXX", prefix);
+    ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb, (void)type, (void)ftw;
+    return remove(path);
+}
+
+void harness_tmpdir_remove(const char *dir)
+{
+    nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+pid_t harness_exec(const char *const *argv, const char *out_path, const char *err_path)
+{
+    pid_t pid;
+
+    fflush(NULL);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        sigset_t none;
+        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = strcmp(out_path, err_path) == 0 ? o
+                                                : open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+            _exit(99);
+        for (int sig = 1; sig < NSIG; sig++)
+            signal(sig, SIG_DFL);
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execvp(argv[0], (char *const *)argv);
+        _exit(98);
+    }
+    return pid;
 }

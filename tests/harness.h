@@ -53,6 +53,18 @@ int harness_count_lines(const char *path, const char *needle);
 /* Seconds since an arbitrary point (monotonic). */
 double harness_now(void);
 
+/* Start argv (argv[0] searched in PATH) with stdout to out_path and stderr
+ * to err_path (the same path: one file for both). The child gets default
+ * signal dispositions and an empty mask: a shell that started us in the
+ * background may have left SIGINT ignored, and a child could not trap it
+ * then. Returns the pid; fails the test if fork fails. */
+pid_t harness_exec(const char *const *argv, const char *out_path, const char *err_path);
+
+/* A fresh directory /tmp/<prefix>-XXXXXX into dir (fails the test if it
+ * cannot be made), and its removal with everything in it. */
+void harness_tmpdir_make(char *dir, size_t len, const char *prefix);
+void harness_tmpdir_remove(const char *dir);
+
 /* Fail the rank with a message unless cond holds. */
 #define RANK_CHECK(cond, ...)                                                          \
     do {                                                                               \

@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -38,23 +37,6 @@ static void nap_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-static void tmpdir_make(char *dir, size_t len)
-{
-    snprintf(dir, len, "/tmp/collrun-test-XXXXXX");
-    ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
-{
-    (void)sb, (void)type, (void)ftw;
-    return remove(path);
-}
-
-static void tmpdir_remove(const char *dir)
-{
-    nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
-
 static const char *collrun_path(void)
 {
     static char path[PATH_MAX];
@@ -71,7 +53,6 @@ static pid_t collrun_spawn(const char *dir, const char *name, const char *const 
     const char *argv[MAX_ARGS + 2] = {collrun_path()};
     char out[PATH_MAX], err[PATH_MAX];
     int n = 0;
-    pid_t pid;
 
     while (args[n]) {
         ck_assert_int_lt(n, MAX_ARGS);
@@ -80,23 +61,7 @@ static pid_t collrun_spawn(const char *dir, const char *name, const char *const 
     }
     snprintf(out, sizeof(out), "%s/%s.out", dir, name);
     snprintf(err, sizeof(err), "%s/%s.err", dir, name);
-    fflush(NULL);
-    pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        sigset_t none;
-        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
-            _exit(99);
-        for (int sig = 1; sig < NSIG; sig++)
-            signal(sig, SIG_DFL);
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        execv(argv[0], (char *const *)argv);
-        _exit(98);
-    }
-    return pid;
+    return harness_exec(argv, out, err);
 }
 
 /* The exit code of pid (128 + signal when killed); fails the test when
@@ -241,7 +206,7 @@ static void tdir_arg(char *buf, size_t len, const char *dir)
 START_TEST(test_success)
 {
     char dir[64];
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     const char *args[] = {"-n", "3", "/bin/sh", "-c", "sleep 0.$COLL_RANK; exit 0", NULL};
     result_t r = collrun_run(dir, args);
     char *err = slurp(dir, "run.err");
@@ -252,7 +217,7 @@ START_TEST(test_success)
 
     const char *one[] = {"--np", "1", "--tag-output", "--", "true", NULL};
     ck_assert_int_eq(collrun_run(dir, one).code, 0);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -300,7 +265,7 @@ START_TEST(test_environment)
     char dir[64], tdir[128], path[128];
     env_line_t lines[N], again[N];
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     tdir_arg(tdir, sizeof(tdir), dir);
     /* A stale unique id in collrun's environment must not reach the ranks. */
     setenv("COLL_UNIQUE_ID", "stale", 1);
@@ -328,7 +293,7 @@ START_TEST(test_environment)
     ck_assert_int_eq(collrun_run(dir, args).code, 0);
     env_read(dir, N, again);
     ck_assert_str_ne(again[0].secret, lines[0].secret);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -340,7 +305,7 @@ START_TEST(test_secret_sources)
     char dir[64], tdir[128], path[128];
     env_line_t lines[2];
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     tdir_arg(tdir, sizeof(tdir), dir);
     snprintf(path, sizeof(path), "%s/env", dir);
     setenv("COLL_SECRET", inherited, 1);
@@ -362,7 +327,7 @@ START_TEST(test_secret_sources)
     /* A malformed inherited secret is a usage error, not a silent default. */
     setenv("COLL_SECRET", "not-hex", 1);
     ck_assert_int_eq(collrun_run(dir, without).code, 2);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -375,7 +340,7 @@ START_TEST(test_failing_rank)
     pid_t pids[2 * N];
     int np = 0;
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     tdir_arg(tdir, sizeof(tdir), dir);
     /* Rank 2 fails once every rank is up; the others sleep in a child,
      * which collrun must end too (it signals the rank's process group).
@@ -404,7 +369,7 @@ START_TEST(test_failing_rank)
     }
     assert_gone(pids, np, 5);
     free(err);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -415,7 +380,7 @@ START_TEST(test_kill_grace)
     char dir[64], tdir[128];
     pid_t pids[N];
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     tdir_arg(tdir, sizeof(tdir), dir);
     const char *args[] = {
         "-n", "3", "--kill-grace", "1", "-x", tdir, "/bin/sh", "-c",
@@ -434,7 +399,7 @@ START_TEST(test_kill_grace)
         pids[rank] = read_pid(dir, "pid", rank);
     assert_gone(pids, N, 5);
     free(err);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -444,7 +409,7 @@ START_TEST(test_killed_rank)
 {
     char dir[64], tdir[128], want[128];
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     tdir_arg(tdir, sizeof(tdir), dir);
     const char *args[] = {
         "-n", "3", "-x", tdir, "/bin/sh", "-c",
@@ -461,7 +426,7 @@ START_TEST(test_killed_rank)
     ck_assert_msg(strstr(err, want), "stderr lacks '%s': %s", want, err);
     ck_assert_int_eq(count_str(err, "collrun: rank "), 1);
     free(err);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -470,7 +435,7 @@ END_TEST
 START_TEST(test_tag_output)
 {
     char dir[64];
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     const char *args[] = {"-n", "3", "--tag-output", "/bin/sh", "-c",
                           "R=$COLL_RANK; printf 'a%s\\nb%s\\n' $R $R; printf 'e%s\\n' $R >&2; "
                           "printf 'p%s' $R",
@@ -493,7 +458,7 @@ START_TEST(test_tag_output)
     ck_assert_int_eq(count_str(err, "\n"), 3);
     free(out);
     free(err);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -505,7 +470,7 @@ START_TEST(test_tag_no_interleave)
     int per_rank[N] = {0};
     char *save = NULL;
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     const char *args[] = {"-n", "4", "-t", "/bin/sh", "-c",
                           "seq 1 3000 | sed \"s/^/rank=$COLL_RANK line=/\"", NULL};
     ck_assert_int_eq(collrun_run(dir, args).code, 0);
@@ -520,7 +485,7 @@ START_TEST(test_tag_no_interleave)
     for (int rank = 0; rank < N; rank++)
         ck_assert_int_eq(per_rank[rank], LINES);
     free(out);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -533,7 +498,7 @@ START_TEST(test_tag_long_line)
     int pieces = 0;
     char *save = NULL;
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     const char *args[] = {"-n", "1", "-t", "/bin/sh", "-c",
                           "head -c 200000 /dev/zero | tr '\\0' x; echo; printf tail", NULL};
     ck_assert_int_eq(collrun_run(dir, args).code, 0);
@@ -555,7 +520,7 @@ START_TEST(test_tag_long_line)
     ck_assert_ptr_nonnull(last);
     ck_assert_str_eq(last, "[0] tail");
     free(out);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -573,7 +538,7 @@ START_TEST(test_forward_signal)
     enum { N = 3 };
     char dir[64], tdir[128], script[512];
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     tdir_arg(tdir, sizeof(tdir), dir);
     snprintf(script, sizeof(script),
              "trap 'echo got > \"$TDIR/got.$COLL_RANK\"; exit 0' %s; "
@@ -588,7 +553,7 @@ START_TEST(test_forward_signal)
     for (int rank = 0; rank < N; rank++)
         ck_assert_msg(file_exists(dir, "got", rank), "rank %d did not get SIG%s", rank,
                       forwarded[_i].name);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -599,7 +564,7 @@ START_TEST(test_no_program)
     char dir[64], path[128];
     int fd;
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     const char *missing[] = {"-n", "2", "/nonexistent/prog", NULL};
     ck_assert_int_eq(collrun_run(dir, missing).code, 127);
     char *err = slurp(dir, "run.err");
@@ -617,7 +582,7 @@ START_TEST(test_no_program)
     err = slurp(dir, "run.err");
     ck_assert_msg(strstr(err, "Permission denied"), "stderr: %s", err);
     free(err);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -632,7 +597,7 @@ START_TEST(test_multi_node)
     pid_t pid[NODES];
     const int port = 29517;
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     tdir_arg(tdir, sizeof(tdir), dir);
     for (int node = 0; node < NODES; node++) {
         char name[8], node_rank[8];
@@ -660,7 +625,7 @@ START_TEST(test_multi_node)
         ck_assert_int_eq(lines[r].port, port);
         ck_assert_str_eq(lines[r].secret, hex);
     }
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -672,7 +637,7 @@ START_TEST(test_collrun_killed)
     char dir[64], tdir[128];
     pid_t pids[N];
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     tdir_arg(tdir, sizeof(tdir), dir);
     const char *args[] = {"-n", "3", "-x", tdir, "/bin/sh", "-c",
                           "echo $$ > \"$TDIR/pid.$COLL_RANK\"; exec sleep 30", NULL};
@@ -686,7 +651,7 @@ START_TEST(test_collrun_killed)
     ck_assert_int_eq(kill(pid, SIGKILL), 0);
     ck_assert_int_eq(collrun_wait(pid, 5), 128 + SIGKILL);
     assert_gone(pids, N, 5);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -739,7 +704,7 @@ START_TEST(test_libcoll_one_host)
 {
     char dir[64], exe[PATH_MAX];
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     self_exe(exe, sizeof(exe));
     const char *args[] = {"-n", "4", "-t", "-x", "COLL_TIMEOUT=10s", exe, "--as-rank", NULL};
     for (int job = 0; job < 8; job++) {
@@ -749,7 +714,7 @@ START_TEST(test_libcoll_one_host)
         free(err);
         assert_joined(dir, "run.out", 0, 4, 4);
     }
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -770,7 +735,7 @@ START_TEST(test_libcoll_two_nodes)
     snprintf(port, sizeof(port), "%d", ntohs(sa.sin_port));
     close(fd);
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     self_exe(exe, sizeof(exe));
     for (int node = 0; node < 2; node++) {
         char name[8], node_rank[8];
@@ -785,7 +750,7 @@ START_TEST(test_libcoll_two_nodes)
         ck_assert_int_eq(collrun_wait(pid[node], RUN_TIMEOUT_S), 0);
     assert_joined(dir, "node0.out", 0, 2, 4);
     assert_joined(dir, "node1.out", 2, 2, 4);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -819,7 +784,7 @@ START_TEST(test_usage_error)
 {
     char dir[64];
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     result_t r = collrun_run(dir, usage_cases[_i].args);
     char *err = slurp(dir, "run.err");
     char *out = slurp(dir, "run.out");
@@ -833,7 +798,7 @@ START_TEST(test_usage_error)
     ck_assert_msg(out[0] == '\0', "stdout: %s", out);
     free(err);
     free(out);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -841,7 +806,7 @@ START_TEST(test_help_version)
 {
     char dir[64], want[64];
 
-    tmpdir_make(dir, sizeof(dir));
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
     const char *version[] = {"--version", NULL};
     ck_assert_int_eq(collrun_run(dir, version).code, 0);
     char *out = slurp(dir, "run.out");
@@ -855,7 +820,7 @@ START_TEST(test_help_version)
     out = slurp(dir, "run.out");
     ck_assert_msg(strstr(out, "usage: collrun -n N") && strstr(out, "--kill-grace"), "%s", out);
     free(out);
-    tmpdir_remove(dir);
+    harness_tmpdir_remove(dir);
 }
 END_TEST
 
