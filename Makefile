@@ -48,7 +48,8 @@ endif
 
 # ---- sources -----------------------------------------------------------------
 LIB_SRCS := $(wildcard libcoll/*.c) transports/transport.c \
-            $(wildcard transports/self/*.c) $(wildcard transports/tcp/*.c) \
+            $(wildcard transports/self/*.c) $(wildcard transports/shm/*.c) \
+            $(wildcard transports/tcp/*.c) \
             $(wildcard algorithms/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOLS    := $(BUILD)/bin/collrun $(BUILD)/bin/collinfo

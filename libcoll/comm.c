@@ -431,10 +431,16 @@ static coll_status_t open_ifaces(struct coll_comm *comm, uint64_t deadline_ns)
     for (int i = 0; i < count && comm->niface < COLL_TP_MAX; i++)
         if (transport_allowed(reg[i]->name))
             COLL_CHECK(open_iface(comm, reg[i], &params));
-    if (comm->niface == 1 && comm->nranks > 1)
+    if (comm->niface == 1 && comm->nranks > 1) {
+        char names[128] = "";
+        size_t used = 0;
+        for (int i = 0; i < count && used + 1 < sizeof(names); i++)
+            used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", i ? ", " : "",
+                                     reg[i]->name);
         return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
-                          "COLL_TRANSPORTS='%s' allows no transport (available: tcp)",
-                          coll_param_raw(COLL_PARAM_TRANSPORTS));
+                          "COLL_TRANSPORTS='%s' allows no transport (available: %s)",
+                          coll_param_raw(COLL_PARAM_TRANSPORTS), names);
+    }
     return COLL_OK;
 }
 

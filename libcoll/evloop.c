@@ -20,6 +20,11 @@ struct coll_evloop {
     int epfd;
     int wakefd;
     coll_ev_source_t wake_src;
+    int nidle;
+    struct {
+        coll_ev_idle_fn fn;
+        void *arg;
+    } idle[COLL_EV_IDLE_MAX];
 };
 
 static void wake_drain(void *arg, uint32_t events)
@@ -120,11 +125,37 @@ int coll_evloop_dispatch(coll_evloop_t *ev)
     return n > 0 ? n : 0;
 }
 
+coll_status_t coll_evloop_add_idle(coll_evloop_t *ev, coll_ev_idle_fn fn, void *arg)
+{
+    if (ev->nidle == COLL_EV_IDLE_MAX)
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INTERNAL, "more than %d idle hooks on one "
+                          "event loop", COLL_EV_IDLE_MAX);
+    ev->idle[ev->nidle].fn = fn;
+    ev->idle[ev->nidle].arg = arg;
+    ev->nidle++;
+    return COLL_OK;
+}
+
+void coll_evloop_del_idle(coll_evloop_t *ev, coll_ev_idle_fn fn, void *arg)
+{
+    for (int i = 0; i < ev->nidle; i++)
+        if (ev->idle[i].fn == fn && ev->idle[i].arg == arg) {
+            ev->idle[i] = ev->idle[--ev->nidle];
+            return;
+        }
+}
+
 void coll_evloop_sleep(coll_evloop_t *ev, int timeout_ms)
 {
     struct epoll_event e;
+    int busy = 0;
+
+    for (int i = 0; i < ev->nidle && timeout_ms != 0; i++)
+        busy |= ev->idle[i].fn(ev->idle[i].arg, 1);
     /* EINTR just ends the sleep early; the caller re-checks and loops. */
-    (void)epoll_wait(ev->epfd, &e, 1, timeout_ms);
+    (void)epoll_wait(ev->epfd, &e, 1, busy ? 0 : timeout_ms);
+    for (int i = 0; i < ev->nidle && timeout_ms != 0; i++)
+        ev->idle[i].fn(ev->idle[i].arg, 0);
 }
 
 void coll_evloop_wake(coll_evloop_t *ev)

@@ -43,4 +43,15 @@ void coll_evloop_sleep(coll_evloop_t *ev, int timeout_ms);
 /* Wake a thread sleeping in coll_evloop_sleep (async-signal-safe). */
 void coll_evloop_wake(coll_evloop_t *ev);
 
+/* Idle hooks, for sources that are not file descriptors (shared memory):
+ * before a sleep with a timeout, coll_evloop_sleep calls hook(arg, 1); a
+ * hook arms its wakeup and returns 1 if work is already there (the sleep
+ * is skipped). After the sleep, every hook is called with (arg, 0) to
+ * disarm. Hooks run without the communicator's lock: they may only touch
+ * state meant for that (atomics). At most COLL_EV_IDLE_MAX per loop. */
+#define COLL_EV_IDLE_MAX 4
+typedef int (*coll_ev_idle_fn)(void *arg, int sleeping);
+coll_status_t coll_evloop_add_idle(coll_evloop_t *ev, coll_ev_idle_fn fn, void *arg);
+void coll_evloop_del_idle(coll_evloop_t *ev, coll_ev_idle_fn fn, void *arg);
+
 #endif /* COLL_EVLOOP_H */

@@ -41,12 +41,22 @@ typedef enum coll_param_type {
       "Address family for sockets: AF_INET or AF_INET6 (empty: either, IPv4 first)")     \
     X(TRANSPORTS, COLL_PARAM_STR, "",                                                    \
       "Transports allowed between distinct ranks, comma separated, in priority order "   \
-      "(available: tcp); empty means all")                                               \
+      "(available: shm, tcp); empty means all")                                               \
     X(TCP_EAGER_LIMIT, COLL_PARAM_SIZE, "64K",                                           \
       "TCP messages up to this size are sent at once; larger ones wait for the "         \
       "receiver (rendezvous) so that no large buffer is allocated on the receiver")      \
     X(POLL_SPIN, COLL_PARAM_DURATION, "20us",                                            \
       "How long a waiting thread polls before it sleeps in the kernel")                  \
+    X(SHM_RING_SIZE, COLL_PARAM_SIZE, "256K",                                            \
+      "Shared-memory transport: bytes of each ring (one per direction and pair of "      \
+      "ranks on a host, in /dev/shm; a power of two, 16K to 64M); the same on every "    \
+      "rank")                                                                            \
+    X(SHM_CMA, COLL_PARAM_BOOL, "1",                                                     \
+      "Shared-memory transport: let receivers copy large messages straight from the "    \
+      "sender's buffer (process_vm_readv); 0 copies them through the ring")              \
+    X(SHM_CMA_THRESHOLD, COLL_PARAM_SIZE, "64K",                                         \
+      "Shared-memory transport: messages from this size on take the single-copy path "   \
+      "(smaller ones are copied into the ring and out)")                                 \
     X(ALGO, COLL_PARAM_STR, "",                                                          \
       "Force algorithms per collective, e.g. allreduce:ring,bcast:binomial (collinfo "   \
       "--algos lists them); empty: the cost model chooses")                              \

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "transport.h"
 
+extern const coll_tp_ops_t coll_tp_shm_ops;
 extern const coll_tp_ops_t coll_tp_tcp_ops;
 extern const coll_tp_ops_t coll_tp_self_ops_table;
 
@@ -15,6 +16,7 @@ extern const coll_tp_ops_t coll_tp_self_ops_table;
  * more local transports go first as they are added (cuda_ipc, shm, verbs,
  * ofi, then tcp). */
 static const coll_tp_ops_t *const registry[] = {
+    &coll_tp_shm_ops,
     &coll_tp_tcp_ops,
 };
 

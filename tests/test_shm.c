@@ -1,0 +1,400 @@
+/*
+ * test_shm.c: the shared-memory transport (COLL_TRANSPORTS=shm, so that a
+ * silent fallback to TCP fails the test): point-to-point at sizes around
+ * every threshold (eager, ring quarter, single copy), tags from 0 to
+ * COLL_TAG_MAX, messages that arrive before their receive, equal tags in
+ * order; each through cross-memory attach, through the ring
+ * (COLL_SHM_CMA=0), and through the fallback taken when process_vm_readv
+ * is refused at first use (a seccomp filter installed after init). Then a
+ * rank SIGKILLed mid 64 MiB transfer is named within 10 s; no segment is
+ * left in /dev/shm after a normal exit, an abort or a killed job; and a
+ * tiny /dev/shm gives a clear message and TCP.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "harness.h"
+
+static uint8_t pattern(int src, int salt, size_t i)
+{
+    return (uint8_t)(i * 31 + (size_t)src * 7 + (size_t)salt * 13 + (i >> 12));
+}
+
+static void fill(uint8_t *buf, size_t n, int src, int salt)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = pattern(src, salt, i);
+}
+
+static void verify(const uint8_t *buf, size_t n, int src, int salt)
+{
+    for (size_t i = 0; i < n; i++)
+        RANK_CHECK(buf[i] == pattern(src, salt, i), "byte %zu of %zu from rank %d (salt %d): "
+                   "got %u, expected %u", i, n, src, salt, buf[i], pattern(src, salt, i));
+}
+
+/* ---- point to point ------------------------------------------------------------ */
+
+enum { PATH_CMA, PATH_RING, PATH_REFUSED, NPATHS };
+static const char *path_names[] = {"cross-memory attach", "ring (COLL_SHM_CMA=0)",
+                                   "ring after process_vm_readv was refused"};
+
+/* Around the eager limit (64K - 32 with the default 256K ring), the single
+ * copy threshold (64K), a ring (256K), and far beyond. */
+static const size_t sizes[] = {0, 1, 7, 63, 64, 65, 4095, 65503, 65504, 65505, 65535, 65536,
+                               65537, 262144 + 3, 1u << 20, (4u << 20) + 1, 64u << 20};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+/* process_vm_readv fails with EPERM from now on, as under a container's
+ * seccomp profile. */
+static void refuse_cma(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
+    RANK_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+               prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "seccomp: %s",
+               strerror(errno));
+}
+
+static char log_dir[128];
+
+static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int path = *(int *)arg, peer = 1 - rank;
+    uint8_t *buf = malloc(64u << 20);
+    coll_request_t reqs[64];
+    char logpath[256];
+
+    snprintf(logpath, sizeof(logpath), "%s/rank%d.log", log_dir, rank);
+    setenv("COLL_DEBUG", "INFO", 1);
+    setenv("COLL_DEBUG_SUBSYS", "NET", 1);
+    setenv("COLL_DEBUG_FILE", logpath, 1);
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    if (path == PATH_RING)
+        setenv("COLL_SHM_CMA", "0", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    if (path == PATH_REFUSED)
+        refuse_cma();
+    RANK_CHECK(buf != NULL, "out of memory");
+    /* every size, both ways */
+    for (size_t k = 0; k < NSIZES && rank < 2; k++) {
+        size_t n = sizes[k];
+        if (rank == 0) {
+            fill(buf, n, 0, (int)k);
+            RANK_OK(coll_send(buf, n, COLL_UINT8, peer, (int)k, comm));
+            memset(buf, 0, n);
+            RANK_OK(coll_recv(buf, n, COLL_UINT8, peer, (int)k, comm));
+            verify(buf, n, 1, (int)k);
+        } else {
+            RANK_OK(coll_recv(buf, n, COLL_UINT8, peer, (int)k, comm));
+            verify(buf, n, 0, (int)k);
+            fill(buf, n, 1, (int)k);
+            RANK_OK(coll_send(buf, n, COLL_UINT8, peer, (int)k, comm));
+        }
+    }
+    /* messages that arrive before their receive, on tags 0 .. COLL_TAG_MAX,
+     * received in the opposite order; two per tag, which must stay in order */
+    static const int tags[] = {0, 1, 2, 1000, 65535, 65536, 1 << 24, COLL_TAG_MAX};
+    size_t ntags = sizeof(tags) / sizeof(tags[0]);
+    if (rank == 0) {
+        size_t slot = (300u << 10) + 64;
+        uint8_t *out = malloc(2 * ntags * slot);
+        for (size_t t = 0; t < ntags; t++)
+            for (int j = 0; j < 2; j++) {
+                size_t n = (j ? 300u << 10 : 100) + t, off = (2 * t + (size_t)j) * slot;
+                fill(out + off, n, 0, (int)(t * 2) + j);
+                RANK_OK(coll_isend(out + off, n, COLL_UINT8, 1, tags[t], comm,
+                                   &reqs[2 * t + (size_t)j]));
+            }
+        RANK_OK(coll_waitall((int)(2 * ntags), reqs));
+        free(out);
+    } else if (rank == 1) {
+        usleep(100 * 1000); /* they are all there (the large ones as requests) */
+        for (size_t t = ntags; t-- > 0;)
+            for (int j = 0; j < 2; j++) {
+                size_t n = (j ? 300u << 10 : 100) + t;
+                RANK_OK(coll_recv(buf, n, COLL_UINT8, 0, tags[t], comm));
+                verify(buf, n, 0, (int)(t * 2) + j);
+            }
+    }
+    /* a receive of the wrong size fails with the sender's size (a large
+     * message: the receiver tells the sender to drop it) */
+    if (rank == 0) {
+        coll_status_t st = coll_send(buf, 1u << 20, COLL_UINT8, 1, 77, comm);
+        RANK_CHECK(st == COLL_OK || st == COLL_ERR_PEER_FAILED, "mismatched send: %s",
+                   coll_status_str(st));
+    } else if (rank == 1) {
+        coll_status_t st = coll_recv(buf, (1u << 20) + 1, COLL_UINT8, 0, 77, comm);
+        RANK_CHECK(st == COLL_ERR_SIZE_MISMATCH, "1 MiB into 1 MiB + 1: %s", coll_status_str(st));
+    }
+    free(buf);
+    coll_comm_abort(comm);
+    return 0;
+}
+
+START_TEST(test_p2p_paths)
+{
+    int path = _i;
+    char cmd[512], out[256];
+
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_msg(harness_run(2, rank_p2p, &path, 120) == 0, "p2p over %s", path_names[path]);
+    /* the path really taken, from the ranks' logs */
+    const char *needle = path == PATH_CMA ? "cross-memory attach)"
+                         : path == PATH_RING ? "cross-memory attach disabled"
+                                             : "is not permitted";
+    snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c '%s'", log_dir, needle);
+    harness_sh(cmd, out, sizeof(out));
+    ck_assert_msg(atoi(out) >= 1, "no '%s' in the logs of %s", needle, log_dir);
+    if (path == PATH_REFUSED) { /* one line, not one per message */
+        snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c 'is not permitted'", log_dir);
+        harness_sh(cmd, out, sizeof(out));
+        ck_assert_msg(atoi(out) == 1, "%s lines saying so", out);
+    }
+    harness_tmpdir_remove(log_dir);
+}
+END_TEST
+
+/* ---- a rank killed mid-transfer ------------------------------------------------- */
+
+static int report_fd = -1;
+
+static int rank_stream(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    size_t bytes = 64u << 20;
+    char *out = malloc(bytes), *in = malloc(bytes);
+    (void)arg;
+
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    if (*(int *)arg)
+        setenv("COLL_SHM_CMA", "0", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    memset(out, rank, bytes);
+    for (int i = 0;; i++) {
+        coll_request_t reqs[2] = {NULL, NULL};
+        coll_status_t st = coll_irecv(in, bytes, COLL_UINT8, (rank + nranks - 1) % nranks,
+                                      i & 0xffff, comm, &reqs[0]);
+        if (st == COLL_OK)
+            st = coll_isend(out, bytes, COLL_UINT8, (rank + 1) % nranks, i & 0xffff, comm,
+                            &reqs[1]);
+        coll_status_t wst = coll_waitall(2, reqs);
+        st = st == COLL_OK ? wst : st;
+        if (st != COLL_OK) {
+            char line[1024];
+            int n = snprintf(line, sizeof(line), "%d %.6f %d %s\n", rank, harness_now(), (int)st,
+                             coll_get_last_error(comm));
+            ssize_t w = write(report_fd, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1));
+            (void)w;
+            coll_comm_abort(comm);
+            return 0;
+        }
+    }
+}
+
+START_TEST(test_sigkill_named)
+{
+    int nranks = 4, victim = 1 + _i % 3, fds[2], statuses[8], ring = _i >= 3;
+    pid_t pids[8];
+    char buf[8192] = "", expect[64];
+    size_t got = 0;
+    int reports = 0;
+
+    ck_assert_int_eq(pipe(fds), 0);
+    report_fd = fds[1];
+    harness_spawn(nranks, rank_stream, &ring, pids);
+    close(fds[1]);
+    usleep(800 * 1000);
+    double t_kill = harness_now();
+    kill(pids[victim], SIGKILL);
+    harness_wait(nranks, pids, 30, statuses);
+    ck_assert_msg(WIFSIGNALED(statuses[victim]), "victim was not killed");
+    for (ssize_t n; (n = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0;)
+        got += (size_t)n;
+    close(fds[0]);
+    snprintf(expect, sizeof(expect), "rank %d (pid %d", victim, (int)pids[victim]);
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        int r, st, off = 0;
+        double t;
+        ck_assert_int_eq(sscanf(line, "%d %lf %d %n", &r, &t, &st, &off), 3);
+        ck_assert_msg(t - t_kill < 10.0, "rank %d learned after %.1f s: %s", r, t - t_kill, line);
+        ck_assert_msg(st == COLL_ERR_PEER_FAILED, "rank %d got status %d: %s", r, st, line);
+        ck_assert_msg(strstr(line + off, expect), "rank %d's error does not name '%s': %s", r,
+                      expect, line + off);
+        reports++;
+    }
+    ck_assert_int_eq(reports, nranks - 1);
+}
+END_TEST
+
+/* ---- nothing left in /dev/shm ---------------------------------------------------- */
+
+/* Segments in /dev/shm named after one of these pids ("coll.<pid>."). */
+static int leftovers(const pid_t *pids, int n, char *names, size_t len)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    int found = 0;
+
+    names[0] = '\0';
+    ck_assert_msg(d != NULL, "opendir /dev/shm: %s", strerror(errno));
+    while ((e = readdir(d))) {
+        for (int r = 0; r < n; r++) {
+            char prefix[32];
+            snprintf(prefix, sizeof(prefix), "coll.%d.", (int)pids[r]);
+            if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+                found++;
+                strncat(names, e->d_name, len - strlen(names) - 2);
+                strncat(names, " ", len - strlen(names) - 1);
+            }
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+enum { END_DESTROY, END_ABORT, END_KILLED };
+
+static int rank_end(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int how = *(int *)arg;
+    float x[1024];
+
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    for (int i = 0; i < 1024; i++)
+        x[i] = (float)rank;
+    RANK_OK(coll_allreduce(x, x, 1024, COLL_FLOAT32, COLL_SUM, comm));
+    RANK_CHECK(x[5] == (float)(nranks * (nranks - 1) / 2), "sum %g", x[5]);
+    /* the ranks that abort first fail the others' barrier: that is fine */
+    if (how == END_ABORT)
+        (void)coll_barrier(comm);
+    if (how == END_DESTROY) {
+        RANK_OK(coll_comm_destroy(comm));
+    } else if (how == END_ABORT) {
+        RANK_OK(coll_comm_abort(comm));
+    } else {
+        for (;;) /* until the test kills us */
+            pause();
+    }
+    return 0;
+}
+
+START_TEST(test_no_leftovers)
+{
+    int how = _i, nranks = 4, statuses[8];
+    pid_t pids[8];
+    char names[1024];
+
+    harness_spawn(nranks, rank_end, &how, pids);
+    if (how == END_KILLED) {
+        usleep(1500 * 1000); /* connected and summed */
+        for (int r = 0; r < nranks; r++)
+            kill(pids[r], SIGKILL);
+        harness_wait(nranks, pids, 30, statuses);
+    } else {
+        ck_assert_int_eq(harness_wait(nranks, pids, 30, statuses), 0);
+    }
+    ck_assert_msg(leftovers(pids, nranks, names, sizeof(names)) == 0,
+                  "left in /dev/shm after %s: %s",
+                  how == END_DESTROY ? "destroy" : how == END_ABORT ? "abort" : "SIGKILL", names);
+}
+END_TEST
+
+/* ---- a tiny /dev/shm ----------------------------------------------------------- */
+
+static int rank_tiny(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    char logpath[256];
+    coll_comm_t comm;
+    (void)arg;
+
+    snprintf(logpath, sizeof(logpath), "%s/rank%d.log", log_dir, rank);
+    setenv("COLL_DEBUG", "INFO", 1);
+    setenv("COLL_DEBUG_FILE", logpath, 1);
+    /* shm alone cannot reach the peer: a clear error, no crash */
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    coll_status_t st = coll_comm_init_rank(&comm, nranks, *id, rank);
+    RANK_CHECK(st == COLL_ERR_UNREACHABLE && strstr(coll_get_last_error(NULL), "no allowed "
+               "transport"), "shm only: %s: %s", coll_status_str(st), coll_get_last_error(NULL));
+    return 0;
+}
+
+static int rank_tiny_fallback(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    char logpath[256];
+    float x[64];
+    (void)arg;
+
+    snprintf(logpath, sizeof(logpath), "%s/fallback%d.log", log_dir, rank);
+    setenv("COLL_DEBUG", "INFO", 1);
+    setenv("COLL_DEBUG_FILE", logpath, 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    for (int i = 0; i < 64; i++)
+        x[i] = 1;
+    RANK_OK(coll_allreduce(x, x, 64, COLL_FLOAT32, COLL_SUM, comm));
+    RANK_CHECK(x[63] == (float)nranks, "sum %g", x[63]);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_tiny_dev_shm)
+{
+    char cmd[512], out[4096];
+
+    /* our own mount namespace (Check runs each test in its own process) */
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=256k") != 0) {
+        printf("skipped: cannot mount a small /dev/shm here (%s; needs root)\n", strerror(errno));
+        return;
+    }
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_int_eq(harness_run(2, rank_tiny_fallback, NULL, 60), 0);
+    snprintf(cmd, sizeof(cmd), "cat %s/fallback*.log", log_dir);
+    harness_sh(cmd, out, sizeof(out));
+    ck_assert_msg(strstr(out, "/dev/shm has ") && strstr(out, "using tcp instead") &&
+                  strstr(out, "COLL_SHM_RING_SIZE"), "no clear message:\n%s", out);
+    ck_assert_msg(strstr(out, "tcp: connected to"), "not over tcp:\n%s", out);
+    ck_assert_msg(!strstr(out, "unhandled"), "%s", out);
+    ck_assert_int_eq(harness_run(2, rank_tiny, NULL, 60), 0);
+    harness_tmpdir_remove(log_dir);
+}
+END_TEST
+
+static Suite *shm_suite(void)
+{
+    Suite *s = suite_create("shm");
+    TCase *tc = tcase_create("p2p");
+    tcase_set_timeout(tc, 150);
+    tcase_add_loop_test(tc, test_p2p_paths, 0, NPATHS);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fault");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_sigkill_named, 0, 4); /* cma x 3 victims, ring x 1 */
+    tcase_add_loop_test(tc, test_no_leftovers, 0, 3);
+    tcase_add_test(tc, test_tiny_dev_shm);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return harness_main(shm_suite());
+}

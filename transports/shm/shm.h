@@ -1,0 +1,263 @@
+/*
+ * shm.h: the shared-memory transport's objects (one file each:
+ * shm_ring.c, shm_iface.c, shm_ep.c, shm_msg.c) and its record format.
+ *
+ * For ranks on one host. Per pair of ranks one POSIX shared-memory segment
+ * holds two single-producer/single-consumer byte rings, one per direction.
+ * The higher rank creates it ("/coll.<pid>.<nonce>.<peer>"), reserves its
+ * space up front (posix_fallocate: a sparse tmpfs file could SIGBUS on
+ * first touch), the lower rank maps it and unlinks the name at once: a job
+ * that is killed leaves nothing in /dev/shm.
+ *
+ * A ring carries records, 64-byte aligned, never wrapping (a PAD record
+ * fills the end of the ring instead), each a 32-byte header and a payload:
+ *   EAGER  tag, len, payload            messages up to the eager limit
+ *   RTS    tag, aux=len, id=send id,    "I have len bytes for tag"; the
+ *          payload = u64 address        address is for cross-memory attach
+ *   CTS    id=send id, aux=recv id      "copy them through the ring"
+ *   DATA   id=recv id, aux=offset, len, payload (one chunk)
+ *   FIN    id=send id                   "I read them myself" (or dropped
+ *                                       them: the receive reports it)
+ *   BYE    no fields                    the peer left the communicator
+ * An abort is not a record (the ring may be full): the text goes into the
+ * ring's control block and `closed` is set.
+ *
+ * Large messages take one copy: the receiver reads the sender's buffer
+ * with process_vm_readv (Linux cross-memory attach) and answers FIN. Where
+ * that is not permitted (seccomp, ptrace rules, COLL_SHM_CMA=0) the
+ * receiver answers CTS and the data is pipelined through the ring.
+ *
+ * Waiting: the core spins, then sleeps in its event loop. Before it
+ * sleeps, this transport's idle hook raises the rank's `asleep` flag in
+ * every segment and looks at the rings once more; a peer that writes a
+ * record (or frees space) for a sleeping rank sends one byte to that
+ * rank's abstract unix datagram socket, which is in its event loop. Both
+ * sides fence between their store and their load (Dekker), so no wakeup is
+ * lost. A peer's death is seen through a pidfd in the event loop.
+ */
+#ifndef COLL_SHM_H
+#define COLL_SHM_H
+
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/un.h>
+
+#include "transport.h"
+#include "util/match.h"
+
+#define SHM_MAGIC 0x316d68736c6c6f63ull /* "collshm1" */
+#define SHM_VERSION 1
+#define SHM_LINE 64
+#define SHM_REC_HDR 32
+#define SHM_ABORT_TEXT 512
+/* Smallest and largest ring (COLL_SHM_RING_SIZE is clamped to these). */
+#define SHM_RING_MIN (16u << 10)
+#define SHM_RING_MAX (64u << 20)
+
+enum shm_rec_type {
+    SHM_PAD = 1,
+    SHM_EAGER = 2,
+    SHM_RTS = 3,
+    SHM_CTS = 4,
+    SHM_DATA = 5,
+    SHM_FIN = 6,
+    SHM_BYE = 7,
+};
+
+typedef struct shm_rec {
+    uint32_t type;
+    uint32_t len;   /* payload bytes after the header */
+    uint32_t id;
+    uint32_t flags;
+    uint64_t tag;
+    uint64_t aux;
+} shm_rec_t;
+
+_Static_assert(sizeof(shm_rec_t) == SHM_REC_HDR, "record header is 32 bytes");
+
+/* One direction's control block. Head and tail live on their own cache
+ * lines: the producer writes one, the consumer the other. */
+typedef struct shm_ring_ctl {
+    _Alignas(SHM_LINE) uint64_t head; /* producer: bytes written, ever */
+    uint32_t closed;                  /* producer: 1 once it aborted */
+    uint32_t abort_len;
+    _Alignas(SHM_LINE) uint64_t tail; /* consumer: bytes consumed, ever */
+    _Alignas(SHM_LINE) char abort_text[SHM_ABORT_TEXT];
+} shm_ring_ctl_t;
+
+/* The start of a segment; ring 0 carries lo -> hi, ring 1 hi -> lo. */
+typedef struct shm_seg_hdr {
+    uint64_t magic;                   /* written last by the creator */
+    uint32_t version;
+    uint32_t ring_bytes;
+    uint32_t rank_lo, rank_hi;
+    uint64_t nonce;                   /* the creator's */
+    uint32_t acceptor_mapped;         /* set by the lower rank */
+    struct {
+        _Alignas(SHM_LINE) uint32_t v; /* side 0 = lo, 1 = hi: about to sleep */
+    } asleep[2];
+    shm_ring_ctl_t ctl[2];
+} shm_seg_hdr_t;
+
+/* Bytes before the ring data (page aligned), and a whole segment. */
+#define SHM_SEG_HDR_BYTES ((sizeof(shm_seg_hdr_t) + 4095) & ~(size_t)4095)
+#define SHM_SEG_BYTES(ring) (SHM_SEG_HDR_BYTES + 2 * (size_t)(ring))
+
+/* What a rank publishes (the address blob, little endian):
+ *   u8 version, u8 flags, u16 zero, u32 pid, u64 nonce, u64 pid namespace,
+ *   u64 /dev/shm device */
+#define SHM_ADDR_BYTES 32
+#define SHM_ADDR_USABLE 0x1 /* /dev/shm has room: peers may pick shm */
+#define SHM_ADDR_CMA 0x2    /* its buffers may be read with process_vm_readv */
+
+typedef struct shm_addr {
+    uint8_t version;
+    uint8_t flags;
+    uint32_t pid;
+    uint64_t nonce;
+    uint64_t pidns;
+    uint64_t shmdev;
+} shm_addr_t;
+
+/* The producer side of a ring, in process memory. */
+typedef struct shm_tx_ring {
+    shm_ring_ctl_t *ctl;
+    uint8_t *data;
+    uint64_t head;        /* our copy of ctl->head */
+    uint64_t tail_cache;  /* last tail we read */
+    uint64_t mask;
+} shm_tx_ring_t;
+
+typedef struct shm_rx_ring {
+    shm_ring_ctl_t *ctl;
+    uint8_t *data;
+    uint64_t tail;        /* our copy of ctl->tail */
+    uint64_t mask;
+} shm_rx_ring_t;
+
+/* One item of an endpoint's send queue (kept while the ring is full). */
+typedef struct shm_tx {
+    coll_list_t link;
+    shm_rec_t rec;
+    coll_tp_req_t *req;   /* EAGER, RTS, DATA: its request */
+    int heap;             /* a control record: free once written */
+} shm_tx_t;
+
+/* Per-request state, kept in coll_tp_req_t.scratch. */
+typedef struct shm_req_priv {
+    shm_tx_t tx;
+    uint32_t id;          /* send: our id in RTS */
+    uint32_t peer_id;     /* send: the receiver's id from CTS */
+    size_t data_off;      /* send: payload bytes queued so far */
+} shm_req_priv_t;
+
+_Static_assert(sizeof(shm_req_priv_t) <= COLL_TP_REQ_SCRATCH, "shm request state too large");
+
+static inline shm_req_priv_t *shm_priv(coll_tp_req_t *req)
+{
+    return (shm_req_priv_t *)req->scratch;
+}
+
+enum shm_ep_state {
+    SHM_EP_WAIT_SEG,    /* lower rank: the segment does not exist yet */
+    SHM_EP_WAIT_MAP,    /* higher rank: created, waiting for the peer to map it */
+    SHM_EP_READY,
+    SHM_EP_CLOSED,
+};
+
+typedef struct shm_iface shm_iface_t;
+
+typedef struct shm_ep {
+    coll_tp_ep_t super;
+    shm_iface_t *iface;
+    int state;
+    int side;                 /* 0: we are the lower rank of the pair */
+    shm_addr_t peer_addr;
+    char name[64];            /* segment name, "" once unlinked */
+    shm_seg_hdr_t *seg;
+    size_t seg_bytes;
+    shm_tx_ring_t tx;
+    shm_rx_ring_t rx;
+    size_t max_payload;       /* per record */
+    int pidfd;
+    coll_ev_source_t pid_src;
+    uint64_t pid_check_ns;    /* kill(pid, 0) fallback when pidfd_open fails */
+    struct sockaddr_un wake_addr; /* the peer's abstract socket */
+    socklen_t wake_len;
+    coll_status_t error;      /* why it closed; COLL_OK while usable */
+    int peer_left;            /* got BYE */
+    int bye_queued;
+    int in_rx;                /* inside shm_ep_poll */
+    int tx_blocked;           /* a record waits for space (read by the idle hook) */
+
+    coll_list_t txq;          /* shm_tx_t */
+    coll_match_t match;
+    coll_list_t rndv_sends;   /* RTS written, waiting for CTS or FIN (req->link) */
+    coll_list_t rndv_recvs;   /* CTS written, waiting for DATA (req->link) */
+    uint32_t next_send_id;
+    uint32_t next_recv_id;
+} shm_ep_t;
+
+struct shm_iface {
+    coll_tp_iface_t super;
+    shm_addr_t addr;
+    int wake_fd;              /* our abstract datagram socket */
+    coll_ev_source_t wake_src;
+    shm_ep_t **eps;           /* by peer rank */
+    size_t ring_bytes;
+    size_t eager_limit;
+    size_t cma_threshold;
+    int cma;                  /* we may read peers' memory */
+    int hook_set;
+};
+
+/* shm_ring.c: the byte rings and the segment's life. */
+void shm_rings_attach(shm_ep_t *ep);
+void *shm_ring_reserve(shm_tx_ring_t *r, size_t rec_bytes);
+void shm_ring_commit(shm_tx_ring_t *r, size_t rec_bytes);
+static inline size_t shm_rec_bytes(size_t payload)
+{
+    return (SHM_REC_HDR + payload + SHM_LINE - 1) & ~(size_t)(SHM_LINE - 1);
+}
+coll_status_t shm_seg_create(shm_ep_t *ep);
+int shm_seg_try_map(shm_ep_t *ep);
+void shm_seg_release(shm_ep_t *ep);
+void shm_seg_name(char *buf, size_t len, uint32_t pid, uint64_t nonce, int peer);
+
+/* shm_iface.c */
+void shm_wake_peer(shm_ep_t *ep);
+int shm_peer_addr(shm_ep_t *ep, const coll_peer_info_t *peer);
+/* After we wrote records to, or consumed records from, ep's peer. */
+static inline void shm_maybe_wake(shm_ep_t *ep)
+{
+    uint32_t *flag = &ep->seg->asleep[!ep->side].v;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(flag, __ATOMIC_RELAXED) && __atomic_exchange_n(flag, 0, __ATOMIC_SEQ_CST))
+        shm_wake_peer(ep);
+}
+
+/* shm_ep.c */
+coll_status_t shm_ep_connect(coll_tp_iface_t *iface, const coll_peer_info_t *peer,
+                             coll_tp_ep_t **ep_p);
+coll_status_t shm_ep_accept(coll_tp_iface_t *iface, const coll_peer_info_t *peer,
+                            coll_tp_ep_t **ep_p);
+coll_status_t shm_ep_ready(coll_tp_ep_t *ep);
+coll_status_t shm_ep_flush(coll_tp_ep_t *ep);
+coll_status_t shm_ep_close(coll_tp_ep_t *ep, coll_status_t why, const char *reason);
+coll_status_t shm_ep_destroy(coll_tp_ep_t *ep);
+void shm_ep_fail(shm_ep_t *ep, coll_status_t status, const char *fmt, ...) COLL_PRINTF(3, 4);
+void shm_ep_connect_step(shm_ep_t *ep);
+void shm_ep_check_alive(shm_ep_t *ep);
+
+/* shm_msg.c */
+coll_status_t shm_ep_isend(coll_tp_ep_t *ep, coll_tp_req_t *req);
+coll_status_t shm_ep_irecv(coll_tp_ep_t *ep, coll_tp_req_t *req);
+/* Consume what arrived and write what waits; returns 1 if anything moved. */
+int shm_ep_poll(shm_ep_t *ep);
+void shm_tx_flush(shm_ep_t *ep);
+coll_status_t shm_tx_control(shm_ep_t *ep, const shm_rec_t *rec);
+void shm_ep_fail_requests(shm_ep_t *ep, coll_status_t status);
+void shm_ep_fail_pending_rndv(shm_ep_t *ep, coll_status_t status);
+int shm_ep_has_input(const shm_ep_t *ep);
+
+#endif /* COLL_SHM_H */

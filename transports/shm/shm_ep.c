@@ -1,0 +1,282 @@
+/*
+ * shm_ep.c: a shared-memory endpoint's life: the higher rank creates the
+ * pair segment and the lower one maps it (then the name is unlinked), the
+ * peer's process is watched through a pidfd, and the ways it ends: a
+ * goodbye record, an abort notice in the control block, or the peer's
+ * death, which names its rank, pid and host.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "log.h"
+#include "shm.h"
+
+#define SHM_PID_CHECK_NS (200 * 1000000ull)
+
+static void unwatch_pid(shm_ep_t *ep)
+{
+    if (ep->pidfd < 0)
+        return;
+    coll_evloop_del(ep->iface->super.params.evloop, &ep->pid_src);
+    close(ep->pidfd);
+    ep->pidfd = -1;
+}
+
+void shm_ep_fail(shm_ep_t *ep, coll_status_t status, const char *fmt, ...)
+{
+    char msg[COLL_WIRE_ERRTEXT_MAX];
+    va_list ap;
+
+    if (ep->state == SHM_EP_CLOSED)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    ep->state = SHM_EP_CLOSED;
+    ep->error = status;
+    unwatch_pid(ep);
+    if (ep->side == 1 && ep->name[0]) { /* never mapped by the peer */
+        shm_unlink(ep->name);
+        ep->name[0] = '\0';
+    }
+    /* The core records the cause first, so that the requests failing next
+     * are reported as part of it rather than on their own. */
+    ep->iface->super.params.ep_failed(ep->iface->super.params.core, ep->super.peer, status, msg);
+    shm_ep_fail_requests(ep, status);
+}
+
+/* The peer's process is gone. What it wrote before it went is read first:
+ * a goodbye or an abort notice there says it left rather than died. */
+static void on_peer_exit(shm_ep_t *ep)
+{
+    unwatch_pid(ep);
+    if (ep->state == SHM_EP_READY)
+        shm_ep_poll(ep);
+    if (ep->state == SHM_EP_CLOSED || ep->peer_left)
+        return;
+    if (ep->state != SHM_EP_READY) {
+        shm_ep_fail(ep, COLL_ERR_PEER_FAILED, "%s died before it connected", ep->super.desc);
+        return;
+    }
+    shm_ep_fail(ep, COLL_ERR_PEER_FAILED, "%s died without leaving the communicator (killed "
+                "or crashed?)", ep->super.desc);
+}
+
+static void pid_handler(void *arg, uint32_t events)
+{
+    (void)events;
+    on_peer_exit(arg);
+}
+
+/* Without pidfds (kernels before 5.3): ask the kernel now and then. */
+void shm_ep_check_alive(shm_ep_t *ep)
+{
+    uint64_t now = coll_time_ns();
+
+    if (now < ep->pid_check_ns)
+        return;
+    ep->pid_check_ns = now + SHM_PID_CHECK_NS;
+    if (kill((pid_t)ep->peer_addr.pid, 0) != 0 && errno == ESRCH)
+        on_peer_exit(ep);
+}
+
+static void watch_pid(shm_ep_t *ep)
+{
+    const coll_tp_params_t *pr = &ep->iface->super.params;
+#ifdef SYS_pidfd_open
+    ep->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)ep->peer_addr.pid, 0);
+#endif
+    if (ep->pidfd < 0) {
+        COLL_TRACE(COLL_SUBSYS_NET, "rank %d: shm: no pidfd for %s (%s); polling it",
+                   pr->rank, ep->super.desc, strerror(errno));
+        return;
+    }
+    if (coll_evloop_add(pr->evloop, &ep->pid_src, ep->pidfd, EPOLLIN, pid_handler, ep) != COLL_OK) {
+        close(ep->pidfd);
+        ep->pidfd = -1;
+    }
+}
+
+static shm_ep_t *ep_alloc(shm_iface_t *iface, const coll_peer_info_t *peer, int side)
+{
+    shm_ep_t *ep = calloc(1, sizeof(*ep));
+
+    if (!ep)
+        return NULL;
+    ep->super.iface = &iface->super;
+    ep->super.peer = (int)peer->rank;
+    ep->iface = iface;
+    ep->side = side;
+    ep->pidfd = -1;
+    ep->pid_src.fd = -1;
+    coll_list_init(&ep->txq);
+    coll_match_init(&ep->match);
+    coll_list_init(&ep->rndv_sends);
+    coll_list_init(&ep->rndv_recvs);
+    if (shm_peer_addr(ep, peer) != 0) {
+        free(ep);
+        return NULL;
+    }
+    snprintf(ep->super.desc, sizeof(ep->super.desc), "rank %u (pid %u on %s)", peer->rank,
+             ep->peer_addr.pid, peer->hostname);
+    return ep;
+}
+
+static void become_ready(shm_ep_t *ep)
+{
+    ep->state = SHM_EP_READY;
+    COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: connected to %s (ring %u bytes, %s)",
+              ep->iface->super.params.rank, ep->super.desc, ep->seg->ring_bytes,
+              ep->iface->cma ? "cross-memory attach" : "copy through the ring");
+    shm_wake_peer(ep); /* it may sleep while it connects */
+    shm_tx_flush(ep);  /* sends posted while connecting */
+}
+
+void shm_ep_connect_step(shm_ep_t *ep)
+{
+    if (ep->state == SHM_EP_WAIT_SEG) {
+        if (shm_seg_try_map(ep) == 1)
+            become_ready(ep);
+    } else if (ep->state == SHM_EP_WAIT_MAP) {
+        if (__atomic_load_n(&ep->seg->acceptor_mapped, __ATOMIC_ACQUIRE)) {
+            ep->name[0] = '\0'; /* the peer unlinked it */
+            become_ready(ep);
+        }
+    }
+}
+
+coll_status_t shm_ep_connect(coll_tp_iface_t *tiface, const coll_peer_info_t *peer,
+                             coll_tp_ep_t **ep_p)
+{
+    shm_iface_t *iface = (shm_iface_t *)tiface;
+    shm_ep_t *ep = ep_alloc(iface, peer, 1);
+    coll_status_t st;
+
+    if (!ep)
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "cannot allocate shm endpoint");
+    st = shm_seg_create(ep);
+    if (st != COLL_OK) {
+        free(ep);
+        return st;
+    }
+    ep->state = SHM_EP_WAIT_MAP;
+    iface->eps[peer->rank] = ep;
+    watch_pid(ep);
+    shm_wake_peer(ep); /* the segment is there */
+    *ep_p = &ep->super;
+    return COLL_OK;
+}
+
+coll_status_t shm_ep_accept(coll_tp_iface_t *tiface, const coll_peer_info_t *peer,
+                            coll_tp_ep_t **ep_p)
+{
+    shm_iface_t *iface = (shm_iface_t *)tiface;
+    shm_ep_t *ep = ep_alloc(iface, peer, 0);
+
+    if (!ep)
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "cannot allocate shm endpoint");
+    shm_seg_name(ep->name, sizeof(ep->name), ep->peer_addr.pid, ep->peer_addr.nonce,
+                 tiface->params.rank);
+    ep->state = SHM_EP_WAIT_SEG;
+    iface->eps[peer->rank] = ep;
+    watch_pid(ep);
+    shm_ep_connect_step(ep);
+    *ep_p = &ep->super;
+    return COLL_OK;
+}
+
+coll_status_t shm_ep_ready(coll_tp_ep_t *tep)
+{
+    shm_ep_t *ep = (shm_ep_t *)tep;
+    if (ep->state == SHM_EP_READY || ep->peer_left)
+        return COLL_OK;
+    if (ep->state == SHM_EP_CLOSED)
+        return ep->error != COLL_OK ? ep->error : COLL_ERR_PEER_FAILED;
+    return COLL_INPROGRESS;
+}
+
+/* A record in the ring is delivered: the peer reads it even after we
+ * unmapped (the segment lives while one side maps it). */
+coll_status_t shm_ep_flush(coll_tp_ep_t *tep)
+{
+    shm_ep_t *ep = (shm_ep_t *)tep;
+
+    if (ep->state != SHM_EP_READY)
+        return COLL_OK;
+    shm_tx_flush(ep);
+    return coll_list_empty(&ep->txq) ? COLL_OK : COLL_INPROGRESS;
+}
+
+/* Tell the peer why we fail; the ring may be full, so the text goes into
+ * the control block, which the peer reads once it has read the ring. */
+static void post_abort_notice(shm_ep_t *ep, const char *reason)
+{
+    shm_ring_ctl_t *ctl = ep->tx.ctl;
+    size_t len = strnlen(reason, SHM_ABORT_TEXT - 1);
+
+    memcpy(ctl->abort_text, reason, len);
+    ctl->abort_text[len] = '\0';
+    ctl->abort_len = (uint32_t)len;
+    __atomic_store_n(&ctl->closed, 1, __ATOMIC_RELEASE);
+    shm_maybe_wake(ep);
+}
+
+coll_status_t shm_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *reason)
+{
+    shm_ep_t *ep = (shm_ep_t *)tep;
+
+    if (ep->state == SHM_EP_CLOSED)
+        return COLL_OK;
+    if (why == COLL_OK && ep->state == SHM_EP_READY) {
+        if (!ep->bye_queued) {
+            shm_rec_t bye = {.type = SHM_BYE};
+            ep->bye_queued = 1;
+            /* As TCP: what the peer would still have to act on never
+             * completes; records already queued still go out. */
+            coll_match_fail_posted(&ep->match, COLL_ERR_INVALID_USAGE);
+            shm_ep_fail_pending_rndv(ep, COLL_ERR_INVALID_USAGE);
+            shm_tx_control(ep, &bye);
+        }
+        return COLL_OK;
+    }
+    if (ep->state == SHM_EP_READY && reason)
+        post_abort_notice(ep, reason);
+    if (ep->side == 1 && ep->name[0]) {
+        shm_unlink(ep->name);
+        ep->name[0] = '\0';
+    }
+    ep->state = SHM_EP_CLOSED;
+    ep->error = why == COLL_OK ? COLL_ERR_ABORTED : why;
+    unwatch_pid(ep);
+    shm_ep_fail_requests(ep, ep->error);
+    return COLL_OK;
+}
+
+coll_status_t shm_ep_destroy(coll_tp_ep_t *tep)
+{
+    shm_ep_t *ep = (shm_ep_t *)tep;
+
+    if (ep->state != SHM_EP_CLOSED)
+        shm_ep_close(tep, COLL_ERR_ABORTED, NULL);
+    while (!coll_list_empty(&ep->txq)) {
+        shm_tx_t *tx = coll_list_first(&ep->txq, shm_tx_t, link);
+        coll_list_del(&tx->link);
+        if (tx->heap)
+            free(tx);
+    }
+    coll_match_free_unexpected(&ep->match);
+    if (ep->iface->eps[ep->super.peer] == ep)
+        ep->iface->eps[ep->super.peer] = NULL;
+    shm_seg_release(ep);
+    free(ep);
+    return COLL_OK;
+}

@@ -1,0 +1,530 @@
+/*
+ * shm_msg.c: moving messages over a ready shared-memory endpoint: the send
+ * queue (only used while the ring is full), reading the ring, matching,
+ * and the two large-message paths: the receiver reads the sender's buffer
+ * with process_vm_readv (one copy, then FIN), or asks for the data to be
+ * pipelined through the ring (CTS, then DATA chunks: two copies).
+ *
+ * Every field read from the ring is checked before it is used: a record
+ * that would cross the end of the ring, an unknown type, a CTS, FIN or
+ * DATA for an id we never issued, or DATA outside its receive buffer fails
+ * the link and names the peer.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "error.h"
+#include "log.h"
+#include "shm.h"
+
+/* ---- sending ------------------------------------------------------------ */
+
+/* Write one record (or, for DATA, as many chunks as fit). Returns 1 when
+ * the item is fully written, 0 when the ring is full. */
+static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
+{
+    coll_tp_req_t *req = tx->req;
+    uint8_t *slot;
+
+    if (tx->rec.type == SHM_DATA) {
+        shm_req_priv_t *priv = shm_priv(req);
+        while (priv->data_off < req->len) {
+            size_t len = COLL_MIN(req->len - priv->data_off, ep->max_payload);
+            size_t bytes = shm_rec_bytes(len);
+            if (!(slot = shm_ring_reserve(&ep->tx, bytes)))
+                return 0;
+            shm_rec_t h = {.type = SHM_DATA, .len = (uint32_t)len, .id = priv->peer_id,
+                           .tag = req->tag, .aux = priv->data_off};
+            memcpy(slot, &h, sizeof(h));
+            memcpy(slot + SHM_REC_HDR, (const uint8_t *)req->buf + priv->data_off, len);
+            shm_ring_commit(&ep->tx, bytes);
+            priv->data_off += len;
+            req->bytes_done = priv->data_off;
+        }
+        return 1;
+    }
+    size_t bytes = shm_rec_bytes(tx->rec.len);
+    if (!(slot = shm_ring_reserve(&ep->tx, bytes)))
+        return 0;
+    memcpy(slot, &tx->rec, sizeof(tx->rec));
+    if (tx->rec.type == SHM_EAGER) {
+        coll_copy(slot + SHM_REC_HDR, req->buf, req->len);
+    } else if (tx->rec.type == SHM_RTS) {
+        /* the address a receiver may read with process_vm_readv; 0: ask */
+        uint64_t addr = ep->iface->cma ? (uint64_t)(uintptr_t)req->buf : 0;
+        memcpy(slot + SHM_REC_HDR, &addr, sizeof(addr));
+    }
+    shm_ring_commit(&ep->tx, bytes);
+    return 1;
+}
+
+/* The item left the queue: what it means for its request. */
+static void tx_done(shm_tx_t *tx)
+{
+    if (tx->heap) {
+        free(tx);
+    } else if (tx->rec.type == SHM_EAGER || tx->rec.type == SHM_DATA) {
+        tx->req->bytes_done = tx->req->len;
+        tx->req->complete(tx->req, COLL_OK);
+    } /* RTS: the request waits in rndv_sends for CTS or FIN */
+}
+
+void shm_tx_flush(shm_ep_t *ep)
+{
+    int wrote = 0;
+
+    while (ep->state == SHM_EP_READY && !coll_list_empty(&ep->txq)) {
+        shm_tx_t *tx = coll_list_first(&ep->txq, shm_tx_t, link);
+        size_t before = tx->req ? shm_priv(tx->req)->data_off : 0;
+        int done = tx_push(ep, tx);
+        if (!done) {
+            /* a stream that wrote some chunks goes behind the others */
+            if (tx->rec.type == SHM_DATA && shm_priv(tx->req)->data_off != before) {
+                wrote = 1;
+                coll_list_del(&tx->link);
+                coll_list_push_back(&ep->txq, &tx->link);
+            }
+            break;
+        }
+        wrote = 1;
+        coll_list_del(&tx->link);
+        tx_done(tx);
+    }
+    __atomic_store_n(&ep->tx_blocked, !coll_list_empty(&ep->txq), __ATOMIC_RELAXED);
+    if (wrote && ep->state == SHM_EP_READY)
+        shm_maybe_wake(ep);
+}
+
+/* Queue an item behind the others, or write it now if none waits. */
+static void tx_send(shm_ep_t *ep, shm_tx_t *tx)
+{
+    if (ep->state == SHM_EP_READY && coll_list_empty(&ep->txq) && tx_push(ep, tx)) {
+        tx_done(tx);
+        shm_maybe_wake(ep);
+        return;
+    }
+    coll_list_push_back(&ep->txq, &tx->link);
+    __atomic_store_n(&ep->tx_blocked, 1, __ATOMIC_RELAXED);
+    if (ep->state == SHM_EP_READY && !ep->in_rx)
+        shm_tx_flush(ep);
+}
+
+/* A record that belongs to no request (CTS, FIN, BYE). */
+coll_status_t shm_tx_control(shm_ep_t *ep, const shm_rec_t *rec)
+{
+    if (ep->state == SHM_EP_READY && coll_list_empty(&ep->txq)) {
+        void *slot = shm_ring_reserve(&ep->tx, shm_rec_bytes(0));
+        if (slot) {
+            memcpy(slot, rec, sizeof(*rec));
+            shm_ring_commit(&ep->tx, shm_rec_bytes(0));
+            shm_maybe_wake(ep);
+            return COLL_OK;
+        }
+    }
+    shm_tx_t *tx = calloc(1, sizeof(*tx));
+    if (!tx) {
+        shm_ep_fail(ep, COLL_ERR_NO_MEMORY, "cannot queue a control record for %s",
+                    ep->super.desc);
+        return COLL_ERR_NO_MEMORY;
+    }
+    tx->rec = *rec;
+    tx->heap = 1;
+    tx_send(ep, tx);
+    return COLL_OK;
+}
+
+coll_status_t shm_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
+{
+    shm_ep_t *ep = (shm_ep_t *)tep;
+    shm_req_priv_t *priv = shm_priv(req);
+
+    /* A peer that aborted while we were not looking: learn it now rather
+     * than after our message sat in its ring. */
+    if (ep->state == SHM_EP_READY && __atomic_load_n(&ep->rx.ctl->closed, __ATOMIC_ACQUIRE))
+        shm_ep_poll(ep);
+    if (ep->state == SHM_EP_CLOSED || ep->peer_left || ep->bye_queued) {
+        req->complete(req, ep->error != COLL_OK ? ep->error : COLL_ERR_PEER_FAILED);
+        return COLL_OK;
+    }
+    memset(priv, 0, sizeof(*priv));
+    coll_list_init(&priv->tx.link);
+    priv->tx.req = req;
+    if (req->len <= ep->iface->eager_limit) {
+        priv->tx.rec = (shm_rec_t){.type = SHM_EAGER, .len = (uint32_t)req->len, .tag = req->tag};
+    } else {
+        priv->id = ep->next_send_id++;
+        priv->tx.rec = (shm_rec_t){.type = SHM_RTS, .len = 8, .id = priv->id, .tag = req->tag,
+                                   .aux = req->len};
+        coll_list_push_back(&ep->rndv_sends, &req->link);
+    }
+    tx_send(ep, &priv->tx);
+    return COLL_OK;
+}
+
+/* ---- receiving ---------------------------------------------------------- */
+
+static void size_mismatch(coll_tp_req_t *req, size_t msg_len)
+{
+    req->bytes_done = msg_len;
+    req->complete(req, COLL_ERR_SIZE_MISMATCH);
+}
+
+/* Read len bytes at the peer's addr into dst: 0, or the errno. */
+static int cma_read(shm_ep_t *ep, void *dst, uint64_t addr, size_t len)
+{
+    size_t done = 0;
+
+    while (done < len) {
+        struct iovec l = {.iov_base = (uint8_t *)dst + done, .iov_len = len - done};
+        struct iovec r = {.iov_base = (void *)(uintptr_t)(addr + done), .iov_len = len - done};
+        ssize_t n = process_vm_readv((pid_t)ep->peer_addr.pid, &l, 1, &r, 1, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? errno : EFAULT;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+/* Is a goodbye waiting in the ring (behind the record being read)? */
+static int ring_has_bye(shm_ep_t *ep)
+{
+    uint64_t head = __atomic_load_n(&ep->rx.ctl->head, __ATOMIC_ACQUIRE), pos = ep->rx.tail;
+
+    while (pos != head) {
+        uint64_t off = pos & ep->rx.mask, room = ep->rx.mask + 1 - off;
+        const shm_rec_t *h = (const shm_rec_t *)(ep->rx.data + off);
+        size_t bytes = h->type == SHM_PAD ? (size_t)room : shm_rec_bytes(h->len);
+        if (h->type == SHM_BYE)
+            return 1;
+        if (bytes > room)
+            return 0;
+        pos += bytes;
+    }
+    return 0;
+}
+
+/* Answer an RTS that matched `req` (NULL: nobody will ever take it). */
+static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_t msg_len,
+                       uint64_t addr)
+{
+    shm_rec_t fin = {.type = SHM_FIN, .id = send_id};
+    int err;
+
+    if (!req || req->len != msg_len) {
+        shm_tx_control(ep, &fin); /* the sender completes; we report the mismatch */
+        if (req)
+            size_mismatch(req, msg_len);
+        return;
+    }
+    if (addr && ep->iface->cma) {
+        err = cma_read(ep, req->buf, addr, msg_len);
+        /* A sender that leaves fails its large sends nobody answered, then
+         * says goodbye: its buffer may be gone, whatever we read. */
+        if ((err == 0 || err == ESRCH || err == EFAULT) && ring_has_bye(ep)) {
+            req->complete(req, COLL_ERR_PEER_FAILED);
+            return;
+        }
+        if (err == 0) {
+            shm_tx_control(ep, &fin);
+            req->bytes_done = msg_len;
+            req->complete(req, COLL_OK);
+            return;
+        }
+        if (err == ESRCH) {
+            shm_ep_fail(ep, COLL_ERR_PEER_FAILED, "%s died without leaving the communicator "
+                        "(killed or crashed?)", ep->super.desc);
+            req->complete(req, COLL_ERR_PEER_FAILED);
+            return;
+        }
+        if (err != EPERM && err != ENOSYS && err != EACCES) {
+            shm_ep_fail(ep, COLL_ERR_PEER_FAILED, "cannot read %zu bytes of %s's message (tag "
+                        "%llx) from its memory: %s", msg_len, ep->super.desc,
+                        (unsigned long long)req->tag, strerror(err));
+            req->complete(req, COLL_ERR_PEER_FAILED);
+            return;
+        }
+        ep->iface->cma = 0;
+        COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: cross-memory attach to %s is not permitted "
+                  "(process_vm_readv: %s; seccomp or ptrace rules?); large messages are copied "
+                  "through the shared ring from now on", ep->iface->super.params.rank,
+                  ep->super.desc, strerror(err));
+    }
+    shm_priv(req)->id = ep->next_recv_id++;
+    shm_rec_t cts = {.type = SHM_CTS, .id = send_id, .aux = shm_priv(req)->id};
+    coll_list_push_back(&ep->rndv_recvs, &req->link);
+    shm_tx_control(ep, &cts);
+}
+
+static coll_tp_req_t *find_by_id(coll_list_t *list, uint32_t id)
+{
+    coll_list_t *pos, *tmp;
+    coll_list_for_each_safe(pos, tmp, list) {
+        coll_tp_req_t *req = coll_container_of(pos, coll_tp_req_t, link);
+        if (shm_priv(req)->id == id)
+            return req;
+    }
+    return NULL;
+}
+
+static void on_eager(shm_ep_t *ep, const shm_rec_t *h, const uint8_t *payload)
+{
+    coll_tp_req_t *req = coll_match_take_posted(&ep->match, h->tag);
+
+    if (req && req->len != h->len) {
+        size_mismatch(req, h->len);
+    } else if (req) {
+        coll_copy(req->buf, payload, h->len);
+        req->bytes_done = h->len;
+        req->complete(req, COLL_OK);
+    } else {
+        coll_unexp_t *ux = calloc(1, sizeof(*ux));
+        void *data = malloc(h->len ? h->len : 1);
+        if (!ux || !data) {
+            free(ux);
+            free(data);
+            shm_ep_fail(ep, COLL_ERR_NO_MEMORY, "cannot buffer a %u-byte message from %s",
+                        h->len, ep->super.desc);
+            return;
+        }
+        coll_copy(data, payload, h->len);
+        ux->tag = h->tag;
+        ux->len = h->len;
+        ux->data = data;
+        coll_list_push_back(&ep->match.unexpected, &ux->link);
+    }
+}
+
+static void on_rts(shm_ep_t *ep, const shm_rec_t *h, const uint8_t *payload)
+{
+    uint64_t addr;
+    coll_tp_req_t *req;
+
+    if (h->len != sizeof(addr)) {
+        shm_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent a malformed request-to-send (%u bytes)",
+                    ep->super.desc, h->len);
+        return;
+    }
+    memcpy(&addr, payload, sizeof(addr));
+    req = coll_match_take_posted(&ep->match, h->tag);
+    if (req) {
+        answer_rts(ep, req, h->id, h->aux, addr);
+        return;
+    }
+    coll_unexp_t *ux = calloc(1, sizeof(*ux));
+    if (!ux) {
+        shm_ep_fail(ep, COLL_ERR_NO_MEMORY, "cannot record a message from %s", ep->super.desc);
+        return;
+    }
+    ux->tag = h->tag;
+    ux->len = h->aux;
+    ux->id = h->id;
+    ux->ctx = (void *)(uintptr_t)addr;
+    coll_list_push_back(&ep->match.unexpected, &ux->link);
+}
+
+/* CTS or FIN for one of our large sends. */
+static void on_grant(shm_ep_t *ep, const shm_rec_t *h)
+{
+    coll_tp_req_t *req = find_by_id(&ep->rndv_sends, h->id);
+
+    if (!req && ep->bye_queued)
+        return; /* a send we gave up when we started leaving */
+    if (!req) {
+        shm_ep_fail(ep, COLL_ERR_PROTOCOL, "%s answered unknown message %u", ep->super.desc,
+                    h->id);
+        return;
+    }
+    coll_list_del(&req->link);
+    if (h->type == SHM_FIN) {
+        req->bytes_done = req->len;
+        req->complete(req, COLL_OK);
+        return;
+    }
+    shm_req_priv_t *priv = shm_priv(req);
+    priv->peer_id = (uint32_t)h->aux;
+    priv->data_off = 0;
+    priv->tx.rec = (shm_rec_t){.type = SHM_DATA};
+    coll_list_push_back(&ep->txq, &priv->tx.link);
+    __atomic_store_n(&ep->tx_blocked, 1, __ATOMIC_RELAXED);
+}
+
+static void on_data(shm_ep_t *ep, const shm_rec_t *h, const uint8_t *payload)
+{
+    coll_tp_req_t *req = find_by_id(&ep->rndv_recvs, h->id);
+
+    if (!req || h->aux > req->len || h->len > req->len - h->aux) {
+        shm_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent data for %s (id %u, offset %llu, %u bytes)",
+                    ep->super.desc, req ? "outside its receive buffer" : "no receive", h->id,
+                    (unsigned long long)h->aux, h->len);
+        return;
+    }
+    memcpy((uint8_t *)req->buf + h->aux, payload, h->len);
+    req->bytes_done += h->len;
+    if (req->bytes_done >= req->len) {
+        coll_list_del(&req->link);
+        req->complete(req, COLL_OK);
+    }
+}
+
+static void on_bye(shm_ep_t *ep)
+{
+    ep->peer_left = 1;
+    COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: %s left the communicator",
+              ep->iface->super.params.rank, ep->super.desc);
+    coll_match_fail_posted(&ep->match, COLL_ERR_PEER_FAILED);
+    shm_ep_fail_pending_rndv(ep, COLL_ERR_PEER_FAILED);
+}
+
+/* One record at `off`; returns its footprint in the ring, 0 on a fault. */
+static size_t on_record(shm_ep_t *ep, uint64_t off)
+{
+    const shm_rec_t *rp = (const shm_rec_t *)(ep->rx.data + off);
+    uint64_t room = ep->rx.mask + 1 - off;
+    shm_rec_t h;
+
+    memcpy(&h, rp, sizeof(h));
+    size_t bytes = h.type == SHM_PAD ? (size_t)room : shm_rec_bytes(h.len);
+    if (room < SHM_REC_HDR || bytes > room || (h.type == SHM_PAD && h.len != room - SHM_REC_HDR)) {
+        shm_ep_fail(ep, COLL_ERR_PROTOCOL, "%s wrote a record of %u bytes across the end of "
+                    "the ring", ep->super.desc, h.len);
+        return 0;
+    }
+    const uint8_t *payload = (const uint8_t *)rp + SHM_REC_HDR;
+    switch (h.type) {
+    case SHM_PAD: break;
+    case SHM_EAGER: on_eager(ep, &h, payload); break;
+    case SHM_RTS: on_rts(ep, &h, payload); break;
+    case SHM_CTS:
+    case SHM_FIN: on_grant(ep, &h); break;
+    case SHM_DATA: on_data(ep, &h, payload); break;
+    case SHM_BYE: on_bye(ep); break;
+    default:
+        shm_ep_fail(ep, COLL_ERR_PROTOCOL, "%s wrote an unknown record type %u",
+                    ep->super.desc, h.type);
+        return 0;
+    }
+    return bytes;
+}
+
+static void on_abort_notice(shm_ep_t *ep)
+{
+    char text[SHM_ABORT_TEXT];
+    size_t len = COLL_MIN((size_t)ep->rx.ctl->abort_len, sizeof(text) - 1);
+
+    memcpy(text, ep->rx.ctl->abort_text, len);
+    text[len] = '\0';
+    shm_ep_fail(ep, COLL_ERR_PEER_FAILED, "%s aborted: %s", ep->super.desc, text);
+}
+
+int shm_ep_has_input(const shm_ep_t *ep)
+{
+    const shm_ring_ctl_t *rx = ep->rx.ctl, *tx = ep->tx.ctl;
+    return __atomic_load_n(&rx->head, __ATOMIC_RELAXED) != ep->rx.tail ||
+           __atomic_load_n(&rx->closed, __ATOMIC_RELAXED) ||
+           (__atomic_load_n(&ep->tx_blocked, __ATOMIC_RELAXED) &&
+            __atomic_load_n(&tx->tail, __ATOMIC_RELAXED) != ep->tx.tail_cache);
+}
+
+int shm_ep_poll(shm_ep_t *ep)
+{
+    uint64_t head = __atomic_load_n(&ep->rx.ctl->head, __ATOMIC_ACQUIRE);
+    int moved = 0;
+
+    if (ep->in_rx)
+        return 0;
+    ep->in_rx = 1;
+    while (ep->state == SHM_EP_READY && ep->rx.tail != head) {
+        size_t bytes = on_record(ep, ep->rx.tail & ep->rx.mask);
+        if (!bytes)
+            break;
+        ep->rx.tail += bytes;
+        /* free the space at once: a sender may wait for it */
+        __atomic_store_n(&ep->rx.ctl->tail, ep->rx.tail, __ATOMIC_RELEASE);
+        moved = 1;
+        if (ep->rx.tail == head)
+            head = __atomic_load_n(&ep->rx.ctl->head, __ATOMIC_ACQUIRE);
+    }
+    if (moved && ep->state == SHM_EP_READY)
+        shm_maybe_wake(ep);
+    if (ep->state == SHM_EP_READY && __atomic_load_n(&ep->rx.ctl->closed, __ATOMIC_ACQUIRE))
+        on_abort_notice(ep);
+    ep->in_rx = 0;
+    if (ep->state == SHM_EP_READY && !coll_list_empty(&ep->txq)) {
+        uint64_t before = ep->tx.head;
+        shm_tx_flush(ep);
+        moved |= ep->tx.head != before;
+    }
+    return moved;
+}
+
+coll_status_t shm_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
+{
+    shm_ep_t *ep = (shm_ep_t *)tep;
+    coll_unexp_t *ux = coll_match_take_unexpected(&ep->match, req->tag);
+
+    if (!ux) {
+        if (ep->state == SHM_EP_CLOSED || ep->peer_left || ep->bye_queued)
+            req->complete(req, ep->error != COLL_OK ? ep->error
+                               : ep->bye_queued ? COLL_ERR_INVALID_USAGE
+                                                : COLL_ERR_PEER_FAILED);
+        else
+            coll_list_push_back(&ep->match.posted, &req->link);
+        return COLL_OK;
+    }
+    if (ux->data) {
+        if (ux->len == req->len) {
+            coll_copy(req->buf, ux->data, ux->len);
+            req->bytes_done = ux->len;
+            req->complete(req, COLL_OK);
+        } else {
+            size_mismatch(req, ux->len);
+        }
+        free(ux->data);
+    } else if (ep->state == SHM_EP_READY && !ep->peer_left) {
+        answer_rts(ep, req, ux->id, ux->len, (uint64_t)(uintptr_t)ux->ctx);
+    } else {
+        req->complete(req, COLL_ERR_PEER_FAILED);
+    }
+    free(ux);
+    return COLL_OK;
+}
+
+/* Is this request's own queue item (an RTS not yet written) queued? */
+static int tx_queued(shm_tx_t *tx)
+{
+    return tx->link.next && tx->link.next != &tx->link;
+}
+
+void shm_ep_fail_pending_rndv(shm_ep_t *ep, coll_status_t status)
+{
+    coll_list_t *lists[] = {&ep->rndv_sends, &ep->rndv_recvs};
+
+    for (size_t i = 0; i < COLL_ARRAY_LEN(lists); i++) {
+        while (!coll_list_empty(lists[i])) {
+            coll_tp_req_t *req = coll_list_first(lists[i], coll_tp_req_t, link);
+            if (i == 0 && tx_queued(&shm_priv(req)->tx))
+                coll_list_del(&shm_priv(req)->tx.link);
+            coll_list_del(&req->link);
+            req->complete(req, status);
+        }
+    }
+    __atomic_store_n(&ep->tx_blocked, !coll_list_empty(&ep->txq), __ATOMIC_RELAXED);
+}
+
+void shm_ep_fail_requests(shm_ep_t *ep, coll_status_t status)
+{
+    while (!coll_list_empty(&ep->txq)) {
+        shm_tx_t *tx = coll_list_first(&ep->txq, shm_tx_t, link);
+        coll_list_del(&tx->link);
+        if (tx->heap)
+            free(tx);
+        else if (tx->rec.type != SHM_RTS) /* an RTS's request is in rndv_sends */
+            tx->req->complete(tx->req, status);
+    }
+    shm_ep_fail_pending_rndv(ep, status);
+    coll_match_fail_posted(&ep->match, status);
+}

@@ -1,0 +1,208 @@
+/*
+ * shm_ring.c: the byte rings of a pair segment and the segment's life:
+ * created and reserved by the higher rank, mapped and unlinked by the
+ * lower one, so that the name exists only while the pair connects.
+ *
+ * A ring's head and tail count bytes ever written and consumed; the ring
+ * size is a power of two, so `pos & mask` is the offset. The producer
+ * publishes a record with a release store of head after writing it, the
+ * consumer frees it with a release store of tail after reading it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "log.h"
+#include "shm.h"
+
+void shm_seg_name(char *buf, size_t len, uint32_t pid, uint64_t nonce, int peer)
+{
+    snprintf(buf, len, "/coll.%u.%016llx.%d", pid, (unsigned long long)nonce, peer);
+}
+
+void shm_rings_attach(shm_ep_t *ep)
+{
+    size_t ring = ep->seg->ring_bytes;
+    uint8_t *base = (uint8_t *)ep->seg + SHM_SEG_HDR_BYTES;
+    int out = ep->side; /* side 0 (lo) writes ring 0 */
+
+    ep->tx.ctl = &ep->seg->ctl[out];
+    ep->tx.data = base + (size_t)out * ring;
+    ep->tx.head = __atomic_load_n(&ep->tx.ctl->head, __ATOMIC_ACQUIRE);
+    ep->tx.tail_cache = __atomic_load_n(&ep->tx.ctl->tail, __ATOMIC_ACQUIRE);
+    ep->tx.mask = ring - 1;
+    ep->rx.ctl = &ep->seg->ctl[!out];
+    ep->rx.data = base + (size_t)!out * ring;
+    ep->rx.tail = __atomic_load_n(&ep->rx.ctl->tail, __ATOMIC_ACQUIRE);
+    ep->rx.mask = ring - 1;
+    /* a record may fill a quarter of the ring: four chunks in flight */
+    ep->max_payload = ring / 4 - SHM_REC_HDR;
+}
+
+/* Room for one record of rec_bytes, contiguous; NULL when the ring is too
+ * full. The end of the ring is filled with a PAD record when the record
+ * does not fit there. */
+void *shm_ring_reserve(shm_tx_ring_t *r, size_t rec_bytes)
+{
+    uint64_t size = r->mask + 1, off = r->head & r->mask, contig = size - off;
+    uint64_t need = contig < rec_bytes ? contig + rec_bytes : rec_bytes;
+
+    if (size - (r->head - r->tail_cache) < need) {
+        r->tail_cache = __atomic_load_n(&r->ctl->tail, __ATOMIC_ACQUIRE);
+        if (size - (r->head - r->tail_cache) < need)
+            return NULL;
+    }
+    if (contig < rec_bytes) {
+        shm_rec_t *pad = (shm_rec_t *)(r->data + off);
+        pad->type = SHM_PAD;
+        pad->len = (uint32_t)(contig - SHM_REC_HDR);
+        r->head += contig;
+        off = 0;
+    }
+    return r->data + off;
+}
+
+void shm_ring_commit(shm_tx_ring_t *r, size_t rec_bytes)
+{
+    r->head += rec_bytes;
+    __atomic_store_n(&r->ctl->head, r->head, __ATOMIC_RELEASE);
+}
+
+static uint64_t shm_free_bytes(void)
+{
+    struct statvfs sv;
+    if (statvfs("/dev/shm", &sv) != 0)
+        return 0;
+    return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+/* Higher rank: create the segment, reserve its space, write the header. */
+coll_status_t shm_seg_create(shm_ep_t *ep)
+{
+    shm_iface_t *iface = ep->iface;
+    const coll_tp_params_t *pr = &iface->super.params;
+    size_t bytes = SHM_SEG_BYTES(iface->ring_bytes);
+    coll_status_t st = COLL_OK;
+    void *map = MAP_FAILED;
+    int fd, err;
+
+    shm_seg_name(ep->name, sizeof(ep->name), iface->addr.pid, iface->addr.nonce,
+                 ep->super.peer);
+    fd = shm_open(ep->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        st = coll_error(COLL_SUBSYS_NET, COLL_ERR_SYSTEM, "rank %d: shm: cannot create "
+                        "/dev/shm%s for %s: %s", pr->rank, ep->name, ep->super.desc,
+                        strerror(errno));
+        ep->name[0] = '\0';
+        return st;
+    }
+    /* Reserve every page now: tmpfs would otherwise hand out pages on
+     * first touch, and a full /dev/shm would then kill us with SIGBUS. */
+    err = posix_fallocate(fd, 0, (off_t)bytes);
+    if (err != 0) {
+        if (err == ENOSPC)
+            st = coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "rank %d: shm: /dev/shm has "
+                            "%llu bytes free, needs %zu for the segment shared with %s; set "
+                            "COLL_SHM_RING_SIZE lower, COLL_TRANSPORTS=tcp, or grow /dev/shm",
+                            pr->rank, (unsigned long long)shm_free_bytes(), bytes,
+                            ep->super.desc);
+        else
+            st = coll_error(COLL_SUBSYS_NET, COLL_ERR_SYSTEM, "rank %d: shm: cannot reserve "
+                            "%zu bytes in /dev/shm%s: %s", pr->rank, bytes, ep->name,
+                            strerror(err));
+        goto err;
+    }
+    map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        st = coll_error(COLL_SUBSYS_NET, COLL_ERR_SYSTEM, "rank %d: shm: cannot map %zu bytes "
+                        "of /dev/shm%s: %s", pr->rank, bytes, ep->name, strerror(errno));
+        goto err;
+    }
+    close(fd);
+    ep->seg = map;
+    ep->seg_bytes = bytes;
+    ep->seg->version = SHM_VERSION;
+    ep->seg->ring_bytes = (uint32_t)iface->ring_bytes;
+    ep->seg->rank_lo = (uint32_t)ep->super.peer;
+    ep->seg->rank_hi = (uint32_t)pr->rank;
+    ep->seg->nonce = iface->addr.nonce;
+    __atomic_store_n(&ep->seg->magic, SHM_MAGIC, __ATOMIC_RELEASE);
+    shm_rings_attach(ep);
+    return COLL_OK;
+err:
+    close(fd);
+    shm_unlink(ep->name);
+    ep->name[0] = '\0';
+    return st;
+}
+
+/* Lower rank: 1 once the peer's segment is mapped (and unlinked), 0 while
+ * it is not there yet, -1 on an error (the endpoint failed). */
+int shm_seg_try_map(shm_ep_t *ep)
+{
+    shm_iface_t *iface = ep->iface;
+    const coll_tp_params_t *pr = &iface->super.params;
+    size_t bytes = SHM_SEG_BYTES(iface->ring_bytes);
+    struct stat sb;
+    shm_seg_hdr_t *seg;
+    int fd = shm_open(ep->name, O_RDWR | O_CLOEXEC, 0600);
+
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        shm_ep_fail(ep, COLL_ERR_SYSTEM, "cannot open /dev/shm%s, created by %s: %s", ep->name,
+                    ep->super.desc, strerror(errno));
+        return -1;
+    }
+    /* Created but not yet reserved: look again later. */
+    if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < bytes) {
+        close(fd);
+        return 0;
+    }
+    seg = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (seg == MAP_FAILED) {
+        shm_ep_fail(ep, COLL_ERR_SYSTEM, "cannot map /dev/shm%s, created by %s: %s", ep->name,
+                    ep->super.desc, strerror(errno));
+        return -1;
+    }
+    if (__atomic_load_n(&seg->magic, __ATOMIC_ACQUIRE) != SHM_MAGIC) {
+        munmap(seg, bytes);
+        return 0; /* the header is being written */
+    }
+    if (seg->version != SHM_VERSION || seg->ring_bytes != iface->ring_bytes ||
+        seg->rank_lo != (uint32_t)pr->rank || seg->rank_hi != (uint32_t)ep->super.peer ||
+        seg->nonce != ep->peer_addr.nonce) {
+        munmap(seg, bytes);
+        shm_ep_fail(ep, COLL_ERR_PROTOCOL, "/dev/shm%s from %s does not match (version %u, "
+                    "ring %u bytes; ours: version %u, ring %zu bytes: set COLL_SHM_RING_SIZE "
+                    "alike on every rank)", ep->name, ep->super.desc, seg->version,
+                    seg->ring_bytes, SHM_VERSION, iface->ring_bytes);
+        return -1;
+    }
+    /* Both sides have it mapped: the name can go. */
+    shm_unlink(ep->name);
+    ep->name[0] = '\0';
+    ep->seg = seg;
+    ep->seg_bytes = bytes;
+    shm_rings_attach(ep);
+    __atomic_store_n(&seg->acceptor_mapped, 1, __ATOMIC_SEQ_CST);
+    return 1;
+}
+
+/* Unmap, and unlink the name if this side still owns it. */
+void shm_seg_release(shm_ep_t *ep)
+{
+    if (ep->name[0] && ep->side == 1)
+        shm_unlink(ep->name);
+    ep->name[0] = '\0';
+    if (ep->seg)
+        munmap(ep->seg, ep->seg_bytes);
+    ep->seg = NULL;
+}
