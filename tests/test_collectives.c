@@ -2,6 +2,7 @@
  * test_collectives.c: the reduction collectives against exact answers.
  * Every algorithm of allreduce, reduce and reduce_scatter (forced with
  * COLL_ALGO on a communicator split for it) x 1, 2, 3, 4, 5, 7, 8 ranks x
+ * each transport (shm, tcp: forced with COLL_TRANSPORTS) x
  * every datatype x every op it supports x counts 0, 1, small odd primes and
  * a few MiB x in place and out of place x several roots. Inputs are chosen
  * (as nccl-tests does) so that the exact result is the same in any
@@ -268,9 +269,16 @@ static coll_comm_t comm_with(coll_comm_t world, int rank, const char *algo)
     return c;
 }
 
+/* The matrix runs once per transport that ranks on one host can use; a
+ * transport that cannot connect fails init rather than falling back. */
+static const char *transports[] = {"shm", "tcp"};
+#define NALGOS ((int)(sizeof(algos) / sizeof(algos[0])))
+#define NRANKCOUNTS ((int)(sizeof(rank_counts) / sizeof(rank_counts[0])))
+
 static int rank_matrix(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
-    int which = *(int *)arg; /* an index into algos[] */
+    int which = *(int *)arg % NALGOS; /* an index into algos[] */
+    setenv("COLL_TRANSPORTS", transports[*(int *)arg / NALGOS], 1);
     coll_comm_t world = harness_init(rank, nranks, id);
     setenv("COLL_PIPELINE_CHUNK", "64K", 1); /* several chunks even for MiB vectors */
     coll_comm_t c = comm_with(world, rank, algos[which].algo);
@@ -282,10 +290,10 @@ static int rank_matrix(int rank, int nranks, const coll_unique_id_t *id, void *a
 
 START_TEST(test_matrix)
 {
-    int n = (int)(sizeof(algos) / sizeof(algos[0]));
-    int which = _i % n, p = rank_counts[_i / n];
-    ck_assert_msg(harness_run(p, rank_matrix, &which, 120) == 0, "%s on %d ranks",
-                  algos[which].algo, p);
+    int per_tp = NALGOS * NRANKCOUNTS, tp = _i / per_tp, k = _i % per_tp;
+    int which = k % NALGOS, p = rank_counts[k / NALGOS], arg = tp * NALGOS + which;
+    ck_assert_msg(harness_run(p, rank_matrix, &arg, 120) == 0, "%s on %d ranks over %s",
+                  algos[which].algo, p, transports[tp]);
 }
 END_TEST
 
@@ -625,7 +633,7 @@ static Suite *collectives_suite(void)
     int nalgos = (int)(sizeof(algos) / sizeof(algos[0]));
     int nranks = (int)(sizeof(rank_counts) / sizeof(rank_counts[0]));
     tcase_set_timeout(tc, 150);
-    tcase_add_loop_test(tc, test_matrix, 0, nalgos * nranks);
+    tcase_add_loop_test(tc, test_matrix, 0, nalgos * nranks * (int)(sizeof(transports) / sizeof(transports[0])));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("deterministic");

@@ -1,7 +1,8 @@
 /*
  * test_rooted.c: broadcast, scatter and gather, every algorithm forced
  * through COLL_ALGO (and the cost model's choice), at 1, 2, 3, 4, 5, 7 and
- * 8 ranks, from every root:
+ * 8 ranks, over shm and over tcp (forced with COLL_TRANSPORTS), from every
+ * root:
  *   - counts 0, 1, 2, 7, 13 and 1000 of 1, 2, 4 and 8 byte elements, in
  *     place and out of place, blocking (one call at a time) and
  *     non-blocking (every configuration of every root in flight at once);
@@ -357,8 +358,8 @@ static void set_env(const char *name, const char *value)
 static int rank_all_sets(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     batch_t b = {0};
-    (void)arg;
 
+    setenv("COLL_TRANSPORTS", arg, 1); /* no silent fallback to another */
     unsetenv("COLL_ALGO");
     unsetenv("COLL_PIPELINE_CHUNK");
     unsetenv("COLL_TCP_EAGER_LIMIT");
@@ -377,13 +378,16 @@ static int rank_all_sets(int rank, int nranks, const coll_unique_id_t *id, void 
     return 0;
 }
 
+static const char *transports[] = {"shm", "tcp"};
+
 START_TEST(test_rooted_all)
 {
-    int nranks = rank_counts[_i];
+    int n = (int)ARRAY_LEN(rank_counts), nranks = rank_counts[_i % n];
+    const char *tp = transports[_i / n];
     double t0 = harness_now();
-    ck_assert_msg(harness_run(nranks, rank_all_sets, NULL, TIMEOUT_S - 10) == 0,
-                  "%d ranks: a rank failed (see its message above)", nranks);
-    printf("rooted: %d ranks: %.1f s\n", nranks, harness_now() - t0);
+    ck_assert_msg(harness_run(nranks, rank_all_sets, (void *)tp, TIMEOUT_S - 10) == 0,
+                  "%d ranks over %s: a rank failed (see its message above)", nranks, tp);
+    printf("rooted: %d ranks over %s: %.1f s\n", nranks, tp, harness_now() - t0);
 }
 END_TEST
 
@@ -490,7 +494,7 @@ static Suite *rooted_suite(void)
     Suite *s = suite_create("rooted");
     TCase *tc = tcase_create("algorithms");
     tcase_set_timeout(tc, TIMEOUT_S);
-    tcase_add_loop_test(tc, test_rooted_all, 0, (int)ARRAY_LEN(rank_counts));
+    tcase_add_loop_test(tc, test_rooted_all, 0, 2 * (int)ARRAY_LEN(rank_counts));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");
