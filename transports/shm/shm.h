@@ -209,7 +209,14 @@ struct shm_iface {
     size_t cma_threshold;
     int cma;                  /* we may read peers' memory */
     int hook_set;
+    unsigned idle_polls;      /* progress calls in a row that moved nothing */
 };
+
+/* While the core spins, every SHM_YIELD_EVERY-th idle progress call yields
+ * the core: a peer that shares our core (more ranks than cores, or a busy
+ * machine) then runs at once instead of after our whole spin. Waiting
+ * for data that is already there is never delayed. */
+#define SHM_YIELD_EVERY 8
 
 /* shm_ring.c: the byte rings and the segment's life. */
 void shm_rings_attach(shm_ep_t *ep);

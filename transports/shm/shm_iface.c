@@ -5,6 +5,7 @@
  * core sleeps, progress over every endpoint, and the ops table.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,9 +60,12 @@ static int shm_idle_hook(void *arg, int sleeping)
 
     for (int r = 0; r < nranks; r++) {
         shm_ep_t *ep = iface->eps[r];
-        if (ep && ep->seg && __atomic_load_n(&ep->state, __ATOMIC_RELAXED) == SHM_EP_READY)
-            __atomic_store_n(&ep->seg->asleep[ep->side].v, (uint32_t)sleeping,
-                             __ATOMIC_RELAXED);
+        if (!ep || !ep->seg || __atomic_load_n(&ep->state, __ATOMIC_RELAXED) != SHM_EP_READY)
+            continue;
+        uint32_t *flag = &ep->seg->asleep[ep->side].v;
+        /* no store when it is already 0: the peer reads this line often */
+        if (sleeping || __atomic_load_n(flag, __ATOMIC_RELAXED))
+            __atomic_store_n(flag, (uint32_t)sleeping, __ATOMIC_RELAXED);
     }
     if (!sleeping)
         return 0;
@@ -289,19 +293,25 @@ static coll_status_t shm_iface_query(coll_tp_iface_t *tiface, coll_tp_perf_t *pe
 static coll_status_t shm_iface_progress(coll_tp_iface_t *tiface, int *progressed_p)
 {
     shm_iface_t *iface = (shm_iface_t *)tiface;
-    int nranks = tiface->params.nranks, moved = 0;
+    int nranks = tiface->params.nranks, moved = 0, ready = 0;
 
     for (int r = 0; r < nranks; r++) {
         shm_ep_t *ep = iface->eps[r];
         if (!ep)
             continue;
-        if (ep->state == SHM_EP_READY)
+        if (ep->state == SHM_EP_READY) {
             moved |= shm_ep_poll(ep);
+            ready = 1;
+        }
         else if (ep->state == SHM_EP_WAIT_SEG || ep->state == SHM_EP_WAIT_MAP)
             shm_ep_connect_step(ep);
         if (ep->pidfd < 0 && ep->state != SHM_EP_CLOSED && !ep->peer_left)
             shm_ep_check_alive(ep);
     }
+    if (moved)
+        iface->idle_polls = 0;
+    else if (ready && ++iface->idle_polls % SHM_YIELD_EVERY == 0)
+        sched_yield();
     *progressed_p = moved;
     return COLL_OK;
 }
