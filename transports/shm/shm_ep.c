@@ -64,6 +64,10 @@ static void on_peer_exit(shm_ep_t *ep)
     if (ep->state == SHM_EP_CLOSED || ep->peer_left)
         return;
     if (ep->state != SHM_EP_READY) {
+        if (ep->name[0]) { /* whoever created it is gone or never maps it */
+            shm_unlink(ep->name);
+            ep->name[0] = '\0';
+        }
         shm_ep_fail(ep, COLL_ERR_PEER_FAILED, "%s died before it connected", ep->super.desc);
         return;
     }
