@@ -356,6 +356,8 @@ static void on_data(shm_ep_t *ep, const shm_rec_t *h, const uint8_t *payload)
 {
     coll_tp_req_t *req = find_by_id(&ep->rndv_recvs, h->id);
 
+    if (!req && ep->bye_queued)
+        return; /* for a receive we gave up when we started leaving */
     if (!req || h->aux > req->len || h->len > req->len - h->aux) {
         shm_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent data for %s (id %u, offset %llu, %u bytes)",
                     ep->super.desc, req ? "outside its receive buffer" : "no receive", h->id,
@@ -377,6 +379,17 @@ static void on_bye(shm_ep_t *ep)
               ep->iface->super.params.rank, ep->super.desc);
     coll_match_fail_posted(&ep->match, COLL_ERR_PEER_FAILED);
     shm_ep_fail_pending_rndv(ep, COLL_ERR_PEER_FAILED);
+    /* Nobody reads the ring any more: what still waits for room there
+     * would wait until COLL_TIMEOUT. */
+    while (!coll_list_empty(&ep->txq)) {
+        shm_tx_t *tx = coll_list_first(&ep->txq, shm_tx_t, link);
+        coll_list_del(&tx->link);
+        if (tx->heap)
+            free(tx);
+        else
+            tx->req->complete(tx->req, COLL_ERR_PEER_FAILED);
+    }
+    __atomic_store_n(&ep->tx_blocked, 0, __ATOMIC_RELAXED);
 }
 
 /* One record at `off`; returns its footprint in the ring, 0 on a fault. */
