@@ -310,7 +310,7 @@ static coll_status_t shm_iface_progress(coll_tp_iface_t *tiface, int *progressed
     }
     if (moved)
         iface->idle_polls = 0;
-    else if (ready && ++iface->idle_polls % SHM_YIELD_EVERY == 0)
+    else if (ready && ++iface->idle_polls > SHM_YIELD_AFTER)
         sched_yield();
     *progressed_p = moved;
     return COLL_OK;

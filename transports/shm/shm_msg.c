@@ -189,6 +189,8 @@ static int cma_read(shm_ep_t *ep, void *dst, uint64_t addr, size_t len)
     return 0;
 }
 
+static void on_abort_notice(shm_ep_t *ep);
+
 /* Is a goodbye waiting in the ring (behind the record being read)? */
 static int ring_has_bye(shm_ep_t *ep)
 {
@@ -225,6 +227,12 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
         /* A sender that leaves fails its large sends nobody answered, then
          * says goodbye: its buffer may be gone, whatever we read. */
         if ((err == 0 || err == ESRCH || err == EFAULT) && ring_has_bye(ep)) {
+            req->complete(req, COLL_ERR_PEER_FAILED);
+            return;
+        }
+        /* It aborted and went away while we read: its reason, not "died". */
+        if (err != 0 && __atomic_load_n(&ep->rx.ctl->closed, __ATOMIC_ACQUIRE)) {
+            on_abort_notice(ep);
             req->complete(req, COLL_ERR_PEER_FAILED);
             return;
         }
