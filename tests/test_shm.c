@@ -317,6 +317,37 @@ START_TEST(test_no_leftovers)
 }
 END_TEST
 
+/* Ranks that disagree on the ring size: init fails on both, saying what to
+ * set, at once rather than at the init deadline; nothing is left behind. */
+static int rank_mismatch(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    coll_comm_t comm;
+    (void)arg;
+
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    setenv("COLL_TIMEOUT", "20s", 1);
+    if (rank == 1)
+        setenv("COLL_SHM_RING_SIZE", "128K", 1);
+    double t0 = harness_now();
+    coll_status_t st = coll_comm_init_rank(&comm, nranks, *id, rank);
+    RANK_CHECK(st == COLL_ERR_PROTOCOL && strstr(coll_get_last_error(NULL), "COLL_SHM_RING_SIZE"),
+               "init: %s: %s", coll_status_str(st), coll_get_last_error(NULL));
+    RANK_CHECK(harness_now() - t0 < 5, "init failed after %.1f s", harness_now() - t0);
+    return 0;
+}
+
+START_TEST(test_ring_mismatch)
+{
+    pid_t pids[2];
+    int statuses[2];
+    char names[512];
+
+    harness_spawn(2, rank_mismatch, NULL, pids);
+    ck_assert_int_eq(harness_wait(2, pids, 30, statuses), 0);
+    ck_assert_msg(leftovers(pids, 2, names, sizeof(names)) == 0, "left: %s", names);
+}
+END_TEST
+
 /* ---- a tiny /dev/shm ----------------------------------------------------------- */
 
 static int rank_tiny(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -389,6 +420,7 @@ static Suite *shm_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_sigkill_named, 0, 4); /* cma x 3 victims, ring x 1 */
     tcase_add_loop_test(tc, test_no_leftovers, 0, 3);
+    tcase_add_test(tc, test_ring_mismatch);
     tcase_add_test(tc, test_tiny_dev_shm);
     suite_add_tcase(s, tc);
     return s;

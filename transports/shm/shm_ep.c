@@ -151,7 +151,12 @@ void shm_ep_connect_step(shm_ep_t *ep)
         if (shm_seg_try_map(ep) == 1)
             become_ready(ep);
     } else if (ep->state == SHM_EP_WAIT_MAP) {
-        if (__atomic_load_n(&ep->seg->acceptor_mapped, __ATOMIC_ACQUIRE)) {
+        shm_ring_ctl_t *in = &ep->seg->ctl[0];
+        if (__atomic_load_n(&in->closed, __ATOMIC_ACQUIRE)) { /* it refused the segment */
+            in->abort_text[sizeof(in->abort_text) - 1] = '\0';
+            shm_ep_fail(ep, COLL_ERR_PROTOCOL, "%s refused our segment: %s", ep->super.desc,
+                        in->abort_text);
+        } else if (__atomic_load_n(&ep->seg->acceptor_mapped, __ATOMIC_ACQUIRE)) {
             ep->name[0] = '\0'; /* the peer unlinked it */
             become_ready(ep);
         }

@@ -161,11 +161,12 @@ int shm_seg_try_map(shm_ep_t *ep)
         return -1;
     }
     /* Created but not yet reserved: look again later. */
-    if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < bytes) {
+    if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < SHM_SEG_HDR_BYTES) {
         close(fd);
         return 0;
     }
-    seg = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    size_t have = (size_t)sb.st_size;
+    seg = mmap(NULL, have, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (seg == MAP_FAILED) {
         shm_ep_fail(ep, COLL_ERR_SYSTEM, "cannot map /dev/shm%s, created by %s: %s", ep->name,
@@ -173,17 +174,27 @@ int shm_seg_try_map(shm_ep_t *ep)
         return -1;
     }
     if (__atomic_load_n(&seg->magic, __ATOMIC_ACQUIRE) != SHM_MAGIC) {
-        munmap(seg, bytes);
+        munmap(seg, have);
         return 0; /* the header is being written */
     }
-    if (seg->version != SHM_VERSION || seg->ring_bytes != iface->ring_bytes ||
+    if (seg->version != SHM_VERSION || seg->ring_bytes != iface->ring_bytes || have != bytes ||
         seg->rank_lo != (uint32_t)pr->rank || seg->rank_hi != (uint32_t)ep->super.peer ||
         seg->nonce != ep->peer_addr.nonce) {
-        munmap(seg, bytes);
-        shm_ep_fail(ep, COLL_ERR_PROTOCOL, "/dev/shm%s from %s does not match (version %u, "
-                    "ring %u bytes; ours: version %u, ring %zu bytes: set COLL_SHM_RING_SIZE "
-                    "alike on every rank)", ep->name, ep->super.desc, seg->version,
-                    seg->ring_bytes, SHM_VERSION, iface->ring_bytes);
+        uint32_t version = seg->version, ring = seg->ring_bytes;
+        char msg[SHM_ABORT_TEXT];
+        snprintf(msg, sizeof(msg), "/dev/shm%s from %s does not match (version %u, ring %u "
+                 "bytes; ours: version %u, ring %zu bytes): set COLL_SHM_RING_SIZE alike on "
+                 "every rank", ep->name, ep->super.desc, version, ring, SHM_VERSION,
+                 iface->ring_bytes);
+        if (version == SHM_VERSION) { /* the same header layout: tell the creator */
+            shm_ring_ctl_t *ctl = &seg->ctl[0];
+            snprintf(ctl->abort_text, sizeof(ctl->abort_text), "rank %d: %s", pr->rank, msg);
+            ctl->abort_len = (uint32_t)strlen(ctl->abort_text);
+            __atomic_store_n(&ctl->closed, 1, __ATOMIC_RELEASE);
+            shm_wake_peer(ep);
+        }
+        munmap(seg, have);
+        shm_ep_fail(ep, COLL_ERR_PROTOCOL, "%s", msg);
         return -1;
     }
     /* Both sides have it mapped: the name can go. */
