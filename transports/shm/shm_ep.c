@@ -59,6 +59,8 @@ void shm_ep_fail(shm_ep_t *ep, coll_status_t status, const char *fmt, ...)
 static void on_peer_exit(shm_ep_t *ep)
 {
     unwatch_pid(ep);
+    if (ep->state == SHM_EP_WAIT_SEG || ep->state == SHM_EP_WAIT_MAP)
+        shm_ep_connect_step(ep); /* it may have refused the segment, saying why */
     if (ep->state == SHM_EP_READY)
         shm_ep_poll(ep);
     if (ep->state == SHM_EP_CLOSED || ep->peer_left)
