@@ -1,5 +1,6 @@
 /*
- * test_p2p.c: point-to-point over real loopback TCP (and the self path):
+ * test_p2p.c: point-to-point over shared memory and over real loopback TCP
+ * (COLL_TRANSPORTS, the whole suite once each) and the self path:
  * every size class from 0 B to 64 MiB, many messages in flight both ways,
  * tag matching and ordering, and the neighbour exchange of a pipeline
  * that deadlocks with blocking sends.
@@ -276,7 +277,16 @@ static Suite *p2p_suite(void)
     return s;
 }
 
+/* The whole suite once per transport that ranks on one host can use. */
 int main(void)
 {
-    return harness_main(p2p_suite());
+    static const char *transports[] = {"shm", "tcp"};
+    int failed = 0;
+
+    for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
+        printf("p2p over %s\n", transports[i]);
+        setenv("COLL_TRANSPORTS", transports[i], 1);
+        failed |= harness_main(p2p_suite()) != EXIT_SUCCESS;
+    }
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
