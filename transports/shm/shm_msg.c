@@ -52,8 +52,10 @@ static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
     if (tx->rec.type == SHM_EAGER) {
         coll_copy(slot + SHM_REC_HDR, req->buf, req->len);
     } else if (tx->rec.type == SHM_RTS) {
-        /* the address a receiver may read with process_vm_readv; 0: ask */
-        uint64_t addr = ep->iface->cma ? (uint64_t)(uintptr_t)req->buf : 0;
+        /* the address a receiver may read with process_vm_readv; 0: it
+         * asks for the data through the ring (CTS) */
+        uint64_t addr = ep->iface->cma && req->len >= ep->iface->cma_threshold
+                            ? (uint64_t)(uintptr_t)req->buf : 0;
         memcpy(slot + SHM_REC_HDR, &addr, sizeof(addr));
     }
     shm_ring_commit(&ep->tx, bytes);
