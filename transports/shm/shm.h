@@ -32,7 +32,7 @@
  * every segment and looks at the rings once more; a peer that writes a
  * record (or frees space) for a sleeping rank sends one byte to that
  * rank's abstract unix datagram socket, which is in its event loop. Both
- * sides fence between their store and their load (Dekker), so no wakeup is
+ * sides store then load with seq_cst atomics (Dekker), so no wakeup is
  * lost. A peer's death is seen through a pidfd in the event loop.
  */
 #ifndef COLL_SHM_H
@@ -188,7 +188,10 @@ typedef struct shm_ep {
     int peer_left;            /* got BYE */
     int bye_queued;
     int in_rx;                /* inside shm_ep_poll */
-    int tx_blocked;           /* a record waits for space (read by the idle hook) */
+    /* Read by the idle hook, which runs without the communicator's lock:
+     * only these, with atomics, and the shared control blocks. */
+    int armed;                /* READY: the hook may look at the rings */
+    int tx_blocked;           /* a record waits for space */
 
     coll_list_t txq;          /* shm_tx_t */
     coll_match_t match;
@@ -236,12 +239,15 @@ void shm_seg_name(char *buf, size_t len, uint32_t pid, uint64_t nonce, int peer)
 /* shm_iface.c */
 void shm_wake_peer(shm_ep_t *ep);
 int shm_peer_addr(shm_ep_t *ep, const coll_peer_info_t *peer);
-/* After we wrote records to, or consumed records from, ep's peer. */
+/* After we wrote records to, or consumed records from, ep's peer. Our
+ * store of head (or tail) was seq_cst, and so is this load, as are the
+ * sleeper's store of its flag and its loads of head and tail: in the one
+ * total order of those operations one side sees the other's store, so no
+ * wakeup is lost (no fences: ThreadSanitizer does not model them). */
 static inline void shm_maybe_wake(shm_ep_t *ep)
 {
     uint32_t *flag = &ep->seg->asleep[!ep->side].v;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(flag, __ATOMIC_RELAXED) && __atomic_exchange_n(flag, 0, __ATOMIC_SEQ_CST))
+    if (__atomic_load_n(flag, __ATOMIC_SEQ_CST) && __atomic_exchange_n(flag, 0, __ATOMIC_SEQ_CST))
         shm_wake_peer(ep);
 }
 

@@ -42,6 +42,7 @@ void shm_ep_fail(shm_ep_t *ep, coll_status_t status, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     ep->state = SHM_EP_CLOSED;
+    __atomic_store_n(&ep->armed, 0, __ATOMIC_RELEASE);
     ep->error = status;
     unwatch_pid(ep);
     if (ep->side == 1 && ep->name[0]) { /* never mapped by the peer */
@@ -140,6 +141,7 @@ static shm_ep_t *ep_alloc(shm_iface_t *iface, const coll_peer_info_t *peer, int 
 static void become_ready(shm_ep_t *ep)
 {
     ep->state = SHM_EP_READY;
+    __atomic_store_n(&ep->armed, 1, __ATOMIC_RELEASE);
     COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: connected to %s (ring %u bytes, %s)",
               ep->iface->super.params.rank, ep->super.desc, ep->seg->ring_bytes,
               ep->iface->cma ? "cross-memory attach" : "copy through the ring");
@@ -237,7 +239,7 @@ static void post_abort_notice(shm_ep_t *ep, const char *reason)
     memcpy(ctl->abort_text, reason, len);
     ctl->abort_text[len] = '\0';
     ctl->abort_len = (uint32_t)len;
-    __atomic_store_n(&ctl->closed, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&ctl->closed, 1, __ATOMIC_SEQ_CST);
     shm_maybe_wake(ep);
 }
 
@@ -266,6 +268,7 @@ coll_status_t shm_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *rea
         ep->name[0] = '\0';
     }
     ep->state = SHM_EP_CLOSED;
+    __atomic_store_n(&ep->armed, 0, __ATOMIC_RELEASE);
     ep->error = why == COLL_OK ? COLL_ERR_ABORTED : why;
     unwatch_pid(ep);
     shm_ep_fail_requests(ep, ep->error);

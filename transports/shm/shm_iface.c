@@ -51,8 +51,8 @@ static void wake_handler(void *arg, uint32_t events)
 }
 
 /* Before the core sleeps: raise our flag in every segment, then look once
- * more (the peer stores its record, fences, reads our flag; we store our
- * flag, fence, read its record: one of us sees the other). */
+ * more (the peer stores its head, then reads our flag; we store our flag,
+ * then read its head; all seq_cst: one of us sees the other). */
 static int shm_idle_hook(void *arg, int sleeping)
 {
     shm_iface_t *iface = arg;
@@ -60,19 +60,18 @@ static int shm_idle_hook(void *arg, int sleeping)
 
     for (int r = 0; r < nranks; r++) {
         shm_ep_t *ep = iface->eps[r];
-        if (!ep || !ep->seg || __atomic_load_n(&ep->state, __ATOMIC_RELAXED) != SHM_EP_READY)
+        if (!ep || !__atomic_load_n(&ep->armed, __ATOMIC_ACQUIRE))
             continue;
         uint32_t *flag = &ep->seg->asleep[ep->side].v;
         /* no store when it is already 0: the peer reads this line often */
         if (sleeping || __atomic_load_n(flag, __ATOMIC_RELAXED))
-            __atomic_store_n(flag, (uint32_t)sleeping, __ATOMIC_RELAXED);
+            __atomic_store_n(flag, (uint32_t)sleeping, __ATOMIC_SEQ_CST);
     }
     if (!sleeping)
         return 0;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     for (int r = 0; r < nranks && !busy; r++) {
         shm_ep_t *ep = iface->eps[r];
-        if (ep && ep->seg && __atomic_load_n(&ep->state, __ATOMIC_RELAXED) == SHM_EP_READY)
+        if (ep && __atomic_load_n(&ep->armed, __ATOMIC_ACQUIRE))
             busy = shm_ep_has_input(ep);
     }
     return busy;

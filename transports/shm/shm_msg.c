@@ -443,13 +443,18 @@ static void on_abort_notice(shm_ep_t *ep)
     shm_ep_fail(ep, COLL_ERR_PEER_FAILED, "%s aborted: %s", ep->super.desc, text);
 }
 
+/* For the idle hook (no lock): only shared words and atomics. The
+ * consumer's own tail is in the control block too; a blocked producer
+ * looks for any room freed since it last read the tail. */
 int shm_ep_has_input(const shm_ep_t *ep)
 {
     const shm_ring_ctl_t *rx = ep->rx.ctl, *tx = ep->tx.ctl;
-    return __atomic_load_n(&rx->head, __ATOMIC_RELAXED) != ep->rx.tail ||
-           __atomic_load_n(&rx->closed, __ATOMIC_RELAXED) ||
+    return __atomic_load_n(&rx->head, __ATOMIC_SEQ_CST) !=
+               __atomic_load_n(&rx->tail, __ATOMIC_RELAXED) ||
+           __atomic_load_n(&rx->closed, __ATOMIC_SEQ_CST) ||
            (__atomic_load_n(&ep->tx_blocked, __ATOMIC_RELAXED) &&
-            __atomic_load_n(&tx->tail, __ATOMIC_RELAXED) != ep->tx.tail_cache);
+            __atomic_load_n(&tx->tail, __ATOMIC_SEQ_CST) !=
+                __atomic_load_n(&ep->tx.tail_cache, __ATOMIC_RELAXED));
 }
 
 int shm_ep_poll(shm_ep_t *ep)
@@ -466,7 +471,7 @@ int shm_ep_poll(shm_ep_t *ep)
             break;
         ep->rx.tail += bytes;
         /* free the space at once: a sender may wait for it */
-        __atomic_store_n(&ep->rx.ctl->tail, ep->rx.tail, __ATOMIC_RELEASE);
+        __atomic_store_n(&ep->rx.ctl->tail, ep->rx.tail, __ATOMIC_SEQ_CST);
         moved = 1;
         if (ep->rx.tail == head)
             head = __atomic_load_n(&ep->rx.ctl->head, __ATOMIC_ACQUIRE);

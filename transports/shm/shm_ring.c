@@ -54,7 +54,9 @@ void *shm_ring_reserve(shm_tx_ring_t *r, size_t rec_bytes)
     uint64_t need = contig < rec_bytes ? contig + rec_bytes : rec_bytes;
 
     if (size - (r->head - r->tail_cache) < need) {
-        r->tail_cache = __atomic_load_n(&r->ctl->tail, __ATOMIC_ACQUIRE);
+        /* atomic: the idle hook compares it with the tail, unlocked */
+        __atomic_store_n(&r->tail_cache, __atomic_load_n(&r->ctl->tail, __ATOMIC_ACQUIRE),
+                         __ATOMIC_RELAXED);
         if (size - (r->head - r->tail_cache) < need)
             return NULL;
     }
@@ -71,7 +73,8 @@ void *shm_ring_reserve(shm_tx_ring_t *r, size_t rec_bytes)
 void shm_ring_commit(shm_tx_ring_t *r, size_t rec_bytes)
 {
     r->head += rec_bytes;
-    __atomic_store_n(&r->ctl->head, r->head, __ATOMIC_RELEASE);
+    /* seq_cst, not just release: see shm_maybe_wake */
+    __atomic_store_n(&r->ctl->head, r->head, __ATOMIC_SEQ_CST);
 }
 
 static uint64_t shm_free_bytes(void)
