@@ -137,7 +137,8 @@ $(BUILD)/tests/helper_%: tests/helper_%.c $(STLIB)
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -o $@ $< $(STLIB) $(LDLIBS)
 
 # ---- test and demo -------------------------------------------------------------
-TEST_PKGS := check pkg-config openmpi-bin mpich iproute2 procps
+TEST_PKGS := check pkg-config openmpi-bin mpich iproute2 procps nftables ethtool \
+             libopenmpi-dev libmpich-dev libgloo-dev g++
 DEMO_PKGS := gcc make
 
 deps-test:
