@@ -49,8 +49,9 @@
 #     call); "*" = fewer repetitions than asked, "!" = wrong results.
 #
 # Output (--out, default $BUILD/compare/): env.txt (versions, kernel,
-# CPU, command), raw/*.csv and raw/*.log (one per run), runs.csv (status
-# of every run), medians.csv, summary.csv (the table, machine-readable),
+# CPU, command, memcpy and fp32 sum bandwidth measured at the start),
+# raw/*.csv and raw/*.log (one per run), runs.csv (status of every run),
+# medians.csv, summary.csv (the table, machine-readable),
 # table.txt (what is printed), verdict.txt (one line per rank count).
 #   --verdict   print only the verdict line(s), no progress, e.g. for
 #               make demo: bench/compare.sh --np 4 -e 16M --reps 1 --verdict
@@ -295,6 +296,17 @@ prepare() {
     fi
 }
 
+# This machine's own limits for large messages, measured now (beside the
+# runs, not from a past figure): memcpy and the fp32 sum kernel c = a + b
+# at 64 MiB, beyond the caches, as GB/s of output.
+machine_limits() {
+    local rb="$BUILD/bin/reduce_bench"
+    [ -x "$rb" ] || { echo "not measured ($rb not built)"; return; }
+    "$rb" -r 5 -m 64 2>/dev/null | awk '$1 == "64.00" && $2 == "MiB" {
+        printf "memcpy %s GB/s, fp32 sum c = a + b %s GB/s, a += b %s GB/s (64 MiB, reduce_bench)", $3, $4, $6
+        found = 1 } END { if (!found) printf "not measured (reduce_bench printed no 64 MiB row)" }'
+}
+
 record_env() {
     {
         echo "# libcoll comparison, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -303,6 +315,7 @@ record_env() {
         echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
         echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
         echo "# libcoll: ${LIBCOLL_VERSION:-not built}"
+        echo "# limits: $(machine_limits)"
         echo "# packages: $(dpkg-query -W -f='${Package} ${Version}; ' openmpi-bin mpich libucx0 libgloo0 gcc 2>/dev/null)"
         echo "# sweep: np $NPS; $COLLS; transport $TRANSPORT; -b $MINB -e $MAXB -f $FACTOR; p2p $P2P_SIZES;" \
             "-n $ITERS -w $WARMUP; reps $REPS; timeout ${RUN_TIMEOUT} s/run"
@@ -487,7 +500,7 @@ report() {
     if [ "$VERDICT_ONLY" -eq 1 ]; then
         cat "$OUT/verdict.txt"
     else
-        sed -n '1,7p' "$OUT/env.txt"
+        sed -n '1,8p' "$OUT/env.txt"
         echo
         cat "$OUT/table.txt"
         echo
