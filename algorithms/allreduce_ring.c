@@ -8,7 +8,10 @@
  * link carries chunk j+1 while chunk j is being reduced.
  *
  * Cost: 2(p-1) alpha + 2 n (p-1)/p beta + n (p-1)/p gamma
- *       (+ (chunks - 1) alpha per phase, hidden when links are busy).
+ *       + 2 (chunks - 1) max(0, alpha - chunk beta): a chunk's message
+ *       latency is hidden behind the previous chunk's bytes on the link
+ *       unless it is longer. Every send is posted as soon as its data is
+ *       reduced, so the link never waits between steps.
  * Bandwidth-optimal for large n; any p; any op.
  *
  * Deterministic mode: a ring adds contributions in a different order for
@@ -119,8 +122,11 @@ static double cost(const coll_cost_in_t *c)
         double vchunks = c->n / c->chunk < 1 ? 1 : c->n / c->chunk;
         return 2 * (q + vchunks - 1) * c->alpha + 2 * c->n * c->beta + c->n * c->gamma;
     }
-    return 2 * (q + chunks - 1) * c->alpha + 2 * c->n * q / c->p * c->beta +
-           c->n * q / c->p * c->gamma;
+    /* a chunk's message latency hides behind the previous chunk's bytes on
+     * the link; only what exceeds them shows */
+    double hidden = c->alpha - c->chunk * c->beta;
+    return 2 * q * c->alpha + 2 * (chunks - 1) * (hidden > 0 ? hidden : 0) +
+           2 * c->n * q / c->p * c->beta + c->n * q / c->p * c->gamma;
 }
 
 const coll_algo_t coll_algo_allreduce_ring = {
