@@ -5,6 +5,7 @@
  * communicator ends (destroy, abort).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,6 +293,14 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
             coll_evloop_sleep(comm->ev, COLL_SLEEP_CAP_MS);
             pthread_mutex_lock(&comm->lock);
             comm->leader_asleep = 0;
+        } else {
+            /* spinning: a peer process waiting for this core (a busy or
+             * oversubscribed host) gets it now rather than at the end of
+             * our time slice; alone on the core this costs one syscall.
+             * Measured, 8-byte all-reduce over TCP: 2 ranks on a busy
+             * 2-core host 26 us -> 6 us; 4 ranks 31-37 us -> 19-22 us
+             * (and 31-37 us when not spinning at all). */
+            sched_yield();
         }
     }
     if (lead) {

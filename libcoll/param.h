@@ -66,7 +66,8 @@ typedef enum coll_param_type {
       "Seconds per message (alpha) for the cost model, e.g. 20us, instead of the "       \
       "probe's or the transport's figure; 0: not forced")                                \
     X(POLL_SPIN, COLL_PARAM_DURATION, "20us",                                            \
-      "How long a waiting thread polls before it sleeps in the kernel")                  \
+      "How long a waiting thread polls (yielding the core between polls) before it "    \
+      "sleeps in the kernel")                                                            \
     X(ALGO, COLL_PARAM_STR, "",                                                          \
       "Force algorithms per collective, e.g. allreduce:ring,bcast:binomial (collinfo "   \
       "--algos lists them); empty: the cost model chooses")                              \
