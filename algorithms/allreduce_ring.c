@@ -106,12 +106,15 @@ static void build(coll_sched_t *s)
     }
     size_t max_block = coll_block_count(a->count, p, 0);
     size_t nch = (max_block + ch - 1) / ch;
-    char *tmp = coll_sched_scratch(s, 2 * nch * ch * es);
+    /* receive chunks only in place: out of place they land in recvbuf */
+    int in_place = a->sendbuf == a->recvbuf;
+    char *tmp = in_place ? coll_sched_scratch(s, 2 * nch * ch * es) : NULL;
     coll_vid_t *rs_send = coll_sched_scratch(s, (size_t)p * sizeof(*rs_send));
-    if (!tmp || !rs_send)
+    if ((in_place && !tmp) || !rs_send)
         return;
     for (size_t j = 0; j < nch; j++)
-        ring_chunk(s, j, nch, ch, tmp + 2 * j * ch * es, tmp + (2 * j + 1) * ch * es, rs_send);
+        ring_chunk(s, j, nch, ch, tmp ? tmp + 2 * j * ch * es : NULL,
+                   tmp ? tmp + (2 * j + 1) * ch * es : NULL, rs_send);
 }
 
 static double cost(const coll_cost_in_t *c)
