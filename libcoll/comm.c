@@ -297,9 +297,10 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
             /* spinning: a peer process waiting for this core (a busy or
              * oversubscribed host) gets it now rather than at the end of
              * our time slice; alone on the core this costs one syscall.
-             * Measured, 8-byte all-reduce over TCP: 2 ranks on a busy
-             * 2-core host 26 us -> 6 us; 4 ranks 31-37 us -> 19-22 us
-             * (and 31-37 us when not spinning at all). */
+             * Back-to-back runs on the busy 2-core development machine,
+             * 8-byte all-reduce over TCP: 2 ranks 26 -> 6 us, 4 ranks
+             * 31-37 -> 19-22 us (31-37 us without spinning at all); when
+             * the machine is quieter both forms reach about 6 us. */
             sched_yield();
         }
     }
