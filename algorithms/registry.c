@@ -171,7 +171,7 @@ typedef struct cheapest_ctx {
     coll_cost_in_t c;
     const coll_algo_t *best;
     double best_t;
-    char *tbl;
+    char *tbl;        /* NULL: no table wanted (formatting costs microseconds) */
     size_t len, used;
 } cheapest_ctx_t;
 
@@ -182,11 +182,13 @@ static void consider(const coll_algo_t *al, void *arg)
     size_t room = x->used < x->len ? x->len - x->used : 0;
 
     if (al->usable && !al->usable(x->a, x->comm->nranks, &why)) {
-        x->used += (size_t)snprintf(x->tbl + x->used, room, " %s=n/a", al->name);
+        if (x->tbl)
+            x->used += (size_t)snprintf(x->tbl + x->used, room, " %s=n/a", al->name);
         return;
     }
     double t = al->cost(&x->c);
-    x->used += (size_t)snprintf(x->tbl + x->used, room, " %s=%.1fus", al->name, t * 1e6);
+    if (x->tbl)
+        x->used += (size_t)snprintf(x->tbl + x->used, room, " %s=%.1fus", al->name, t * 1e6);
     if (!x->best || t < x->best_t) {
         x->best = al;
         x->best_t = t;
@@ -213,7 +215,12 @@ coll_status_t coll_algo_select(struct coll_comm *comm, const coll_args_t *a,
         *algo_p = forced;
         return COLL_OK;
     }
-    best = cheapest(comm, a, tbl, sizeof(tbl));
+    /* the table is formatted only when it may be logged: a changed choice
+     * at INFO, every choice at TRACE */
+    best = cheapest(comm, a, NULL, 0);
+    if (best && (comm->last_choice[a->coll] != best || forced ||
+                 coll_log_enabled(COLL_LOG_TRACE, COLL_SUBSYS_ALGO)))
+        best = cheapest(comm, a, tbl, sizeof(tbl));
     if (forced) {
         if (comm->algo_fallback == COLL_ALGO_FALLBACK_ERROR)
             return coll_comm_error(comm, COLL_SUBSYS_ALGO, COLL_ERR_INVALID_USAGE,

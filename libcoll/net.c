@@ -310,6 +310,11 @@ coll_status_t coll_sock_listen(const coll_addr_t *addr, int reuse, int *fd_p,
 
 coll_status_t coll_sock_connect_start(const coll_addr_t *addr, int *fd_p)
 {
+    return coll_sock_connect_buf(addr, 0, fd_p);
+}
+
+coll_status_t coll_sock_connect_buf(const coll_addr_t *addr, int bufsize, int *fd_p)
+{
     char str[COLL_ADDRSTR_LEN];
     int fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
@@ -317,6 +322,10 @@ coll_status_t coll_sock_connect_start(const coll_addr_t *addr, int *fd_p)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_SYSTEM, "socket() failed: %s",
                           strerror(errno));
     coll_sock_tune(fd);
+    if (bufsize > 0) { /* before connect: the SYN announces the window scale */
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsize, sizeof(bufsize));
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufsize, sizeof(bufsize));
+    }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)); /* see tcp_iface_open */
     if (connect(fd, (const struct sockaddr *)&addr->ss, addr->len) != 0 &&
         errno != EINPROGRESS) {
