@@ -5,6 +5,7 @@
  * communicator ends (destroy, abort).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -657,6 +658,29 @@ static coll_status_t probe_links(struct coll_comm *comm, size_t bytes, double *a
     return st;
 }
 
+/* Ranks that disagree on COLL_COST_PROBE would wait for each other's probe
+ * until the deadline: each rank first tells its right neighbour its value
+ * and fails the communicator at once, naming both, if its left
+ * neighbour's differs: a difference anywhere in the ring is seen by at
+ * least one rank, and failing (not just returning) sends that rank's
+ * message to the others, whose init then fails with it. */
+static coll_status_t same_probe(struct coll_comm *comm, size_t probe)
+{
+    uint8_t mine[8], left[8];
+    int l = (comm->rank + comm->nranks - 1) % comm->nranks;
+    uint64_t theirs;
+
+    coll_store_u64(mine, probe);
+    COLL_CHECK(ring_shift(comm, mine, left, sizeof(left), 0xffffu));
+    theirs = coll_load_u64(left);
+    if (theirs != probe)
+        return coll_comm_fail(comm, COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
+                              "COLL_COST_PROBE differs between ranks: rank %d has %" PRIu64
+                              " bytes, rank %d has %zu; set it alike on every rank", l, theirs,
+                              comm->rank, probe);
+    return COLL_OK;
+}
+
 /* alpha and beta before the agreement: the probe's (COLL_COST_PROBE), else
  * the transports' figures (read_link_costs); then COLL_LINK_LATENCY and
  * COLL_LINK_BANDWIDTH where set. The probe runs whatever is forced, so
@@ -670,6 +694,8 @@ static coll_status_t link_costs(struct coll_comm *comm)
     COLL_CHECK(coll_param_size(COLL_PARAM_COST_PROBE, &probe));
     COLL_CHECK(coll_param_size(COLL_PARAM_LINK_BANDWIDTH, &bw));
     COLL_CHECK(coll_param_duration_ns(COLL_PARAM_LINK_LATENCY, &lat));
+    if (comm->nranks > 1)
+        COLL_CHECK(same_probe(comm, probe));
     if (comm->nranks > 1 && probe > 0) {
         COLL_CHECK(probe_links(comm, COLL_MAX(probe, (size_t)4096), &alpha, &beta));
         comm->alpha = alpha;

@@ -58,7 +58,8 @@ typedef enum coll_param_type {
     X(COST_PROBE, COLL_PARAM_SIZE, "2M",                                                 \
       "Bytes of the link probe at communicator creation: every rank sends this much to " \
       "its ring neighbour (after a ping-pong for latency) and the slowest link sets the " \
-      "cost model's alpha and beta; 0 uses the transports' fixed figures")               \
+      "cost model's alpha and beta; 0 uses the transports' fixed figures. Must be the "  \
+      "same on every rank (init fails at once, naming both values, if not)")             \
     X(LINK_BANDWIDTH, COLL_PARAM_SIZE, "0",                                              \
       "Bytes per second of the slowest link for the cost model (e.g. 119M for 1 Gbit/s), " \
       "instead of the probe's or the transport's figure; 0: not forced")                 \

@@ -317,6 +317,33 @@ START_TEST(test_cost_choice)
 }
 END_TEST
 
+/* ---- ranks that disagree on COLL_COST_PROBE ------------------------------------ */
+
+/* Rank 1 probes with another size: init must fail on every rank well
+ * before COLL_TIMEOUT (it would otherwise wait for the other ranks' probe
+ * until then), and every rank's message must name the variable. */
+static int rank_probe_differs(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    coll_comm_t comm = NULL;
+    coll_status_t st;
+    (void)arg;
+
+    setenv("COLL_COST_PROBE", rank == 1 ? "1M" : "2M", 1);
+    setenv("COLL_TIMEOUT", "60s", 1);
+    st = coll_comm_init_rank(&comm, nranks, *id, rank);
+    RANK_CHECK(st != COLL_OK, "init succeeded with different COLL_COST_PROBE");
+    RANK_CHECK(strstr(coll_get_last_error(NULL), "COLL_COST_PROBE differs"), "message: %s",
+               coll_get_last_error(NULL));
+    return 0;
+}
+
+START_TEST(test_cost_probe_differs)
+{
+    /* 20 s: a third of COLL_TIMEOUT, so a wait for the deadline fails */
+    ck_assert_int_eq(harness_run(3, rank_probe_differs, NULL, 20), 0);
+}
+END_TEST
+
 static Suite *tcp_suite(void)
 {
     Suite *s = suite_create("tcp");
@@ -332,6 +359,7 @@ static Suite *tcp_suite(void)
     tcase_add_loop_test(tc, test_cost_agreed, 0, 2);
     tcase_add_test(tc, test_cost_forced);
     tcase_add_loop_test(tc, test_cost_choice, 0, 2);
+    tcase_add_test(tc, test_cost_probe_differs);
     suite_add_tcase(s, tc);
     return s;
 }
