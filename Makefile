@@ -212,13 +212,16 @@ fuzz: deps-test
 	@$(MAKE) --no-print-directory fuzz-build
 	@tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 
-# Skipped (visibly, with the reason) where clang or libFuzzer is missing.
+# Skipped (visibly, with the reason) where clang or libFuzzer is missing;
+# targets built before are removed then, so that run.sh cannot run stale ones.
 fuzz-build:
 	@if ! command -v $(FUZZ_CC) >/dev/null 2>&1; then \
 	    echo "fuzz: skipped: $(FUZZ_CC) is not installed (apt-get install clang)"; \
+	    rm -f $(FUZZ_DIR)/fuzz_*; \
 	elif ! echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' | \
 	        $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1; then \
 	    echo "fuzz: skipped: $(FUZZ_CC) has no libFuzzer (apt-get install libclang-rt-14-dev)"; \
+	    rm -f $(FUZZ_DIR)/fuzz_*; \
 	else \
 	    $(MAKE) --no-print-directory BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) \
 	        SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" fuzz-bins; \
@@ -244,8 +247,9 @@ $(BUILD)/tests/gen_corpus: tests/fuzz/gen_corpus.c $(STLIB)
 
 # Sanitizer suites: the test programs and everything they exec (collrun,
 # helper_rank, examples) rebuilt in their own BUILD dirs with gcc.
-# ASan+UBSan: every test program (about 3 minutes on 2 cores); TSan: the
-# tests that use threads. Tests that cannot run sanitized are skipped by
+# ASan+UBSan: every test program (about 3 minutes on 2 cores); TSan: in
+# make test the programs whose tests start threads themselves (TSAN_TESTS),
+# in make test-sanitize all. Tests that cannot run sanitized are skipped by
 # tests/run.sh with the reason.
 ASAN_BUILD  ?= $(BUILD)-asan
 TSAN_BUILD  ?= $(BUILD)-tsan
@@ -253,18 +257,20 @@ ASAN_SAN    := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitiz
 TSAN_SAN    := -fsanitize=thread -fno-omit-frame-pointer
 TSAN_TESTS  ?= test_threads test_lifecycle test_stranger
 SAN_TESTS   ?=
-export ASAN_OPTIONS  := detect_leaks=1
-export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
-export TSAN_OPTIONS  := halt_on_error=1:second_deadlock_stack=1
+export ASAN_OPTIONS  ?= detect_leaks=1
+export UBSAN_OPTIONS ?= halt_on_error=1:print_stacktrace=1
+export TSAN_OPTIONS  ?= halt_on_error=1:second_deadlock_stack=1
 
 # What a sanitized build needs (evaluated in its own BUILD): the test
 # programs (SAN_BINS, default all) and what they exec.
 SAN_BINS ?= $(TESTS)
 san-bins: tools $(EXAMPLES) $(SAN_BINS) $(TEST_HELPERS)
 
+# Everything: ASan+UBSan and TSan over every test program (TSan alone
+# takes about 12 minutes on 2 cores, hence the threaded subset in make test).
 test-sanitize: deps-test
 	@$(MAKE) --no-print-directory sanitize-asan SAN_TESTS=
-	@$(MAKE) --no-print-directory sanitize-tsan
+	@$(MAKE) --no-print-directory sanitize-tsan TSAN_TESTS="$(TEST_SRCS:tests/%.c=%)"
 
 sanitize-asan:
 	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SAN="$(ASAN_SAN)" OPT="-O1 -g" san-bins
