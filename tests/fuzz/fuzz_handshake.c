@@ -10,7 +10,9 @@
  * Input: flags byte, verdict byte (server: what validate() answers), then
  * the peer's bytes. Flags: bit 0 client side (else server), bit 1 sign,
  * bit 2 deadline already passed, bits 3-5 chunk size (0: all at once,
- * k: 2^(k-1) bytes), bit 6 keep the connection open at the end (else EOF).
+ * k: 2^(k-1) bytes), bit 6 keep the connection open at the end (else EOF),
+ * bit 7 our side is a TCP data connection (else a bootstrap one): the
+ * transport opens its connections with this same handshake.
  *
  * Invariants: success only for a peer that proved the secret and spoke
  * our version and kind; validate() only ever sees an authenticated HELLO;
@@ -39,6 +41,7 @@ typedef struct fuzz_hs {
     size_t tx_len;
     uint32_t verdict;   /* validate()'s answer */
     int validated;
+    uint16_t kind;      /* COLL_CONN_BOOT or COLL_CONN_TCP */
 } fuzz_hs_t;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -93,27 +96,26 @@ static void sign_welcome(fuzz_hs_t *f)
                             welcome + COLL_PREFIX_BYTES + 4);
 }
 
-static int prefix_ok(const uint8_t *p)
+static int prefix_ok(const fuzz_hs_t *f, const uint8_t *p)
 {
     coll_prefix_t x;
     coll_prefix_decode(p, &x);
-    return x.magic == COLL_WIRE_MAGIC && x.version == COLL_WIRE_VERSION &&
-           x.kind == COLL_CONN_BOOT;
+    return x.magic == COLL_WIRE_MAGIC && x.version == COLL_WIRE_VERSION && x.kind == f->kind;
 }
 
 static void check_server(const fuzz_hs_t *f, coll_status_t st)
 {
     uint8_t mac[COLL_SHA256_BYTES];
 
-    FUZZ_CHECK(f->rx_len >= COLL_GREETING_BYTES && prefix_ok(f->rx), "bad GREETING sent");
+    FUZZ_CHECK(f->rx_len >= COLL_GREETING_BYTES && prefix_ok(f, f->rx), "bad GREETING sent");
     if (st != COLL_OK)
         return;
     FUZZ_CHECK(f->validated && f->verdict == COLL_VERDICT_OK, "accepted without validate()");
-    FUZZ_CHECK(prefix_ok(f->tx), "accepted a HELLO with a foreign prefix");
+    FUZZ_CHECK(prefix_ok(f, f->tx), "accepted a HELLO with a foreign prefix");
     FUZZ_CHECK(f->rx_len == COLL_GREETING_BYTES + COLL_WELCOME_BYTES, "sent %zu bytes",
                f->rx_len);
     const uint8_t *welcome = f->rx + COLL_GREETING_BYTES;
-    FUZZ_CHECK(prefix_ok(welcome) && coll_load_u32(welcome + COLL_PREFIX_BYTES) == 0,
+    FUZZ_CHECK(prefix_ok(f, welcome) && coll_load_u32(welcome + COLL_PREFIX_BYTES) == 0,
                "WELCOME of an accepted peer is not OK");
     coll_hs_welcome_mac(secret, f->tx, 0, mac);
     FUZZ_CHECK(memcmp(mac, welcome + COLL_PREFIX_BYTES + 4, sizeof(mac)) == 0,
@@ -131,7 +133,7 @@ static void check_client(const fuzz_hs_t *f, coll_status_t st, const coll_hello_
 
     if (f->rx_len >= COLL_HELLO_BYTES) {
         /* Anything we sent is our own, correctly signed HELLO. */
-        FUZZ_CHECK(prefix_ok(f->rx), "HELLO sent with a bad prefix");
+        FUZZ_CHECK(prefix_ok(f, f->rx), "HELLO sent with a bad prefix");
         coll_hello_decode(f->rx, &sent);
         FUZZ_CHECK(sent.src_rank == fields->src_rank && sent.dst_rank == fields->dst_rank &&
                    sent.nranks == fields->nranks && sent.round == fields->round,
@@ -143,7 +145,7 @@ static void check_client(const fuzz_hs_t *f, coll_status_t st, const coll_hello_
         return;
     const uint8_t *welcome = f->tx + COLL_GREETING_BYTES;
     FUZZ_CHECK(f->tx_len >= COLL_GREETING_BYTES + COLL_WELCOME_BYTES, "accepted a short reply");
-    FUZZ_CHECK(prefix_ok(f->tx), "accepted a foreign GREETING");
+    FUZZ_CHECK(prefix_ok(f, f->tx), "accepted a foreign GREETING");
     FUZZ_CHECK(coll_load_u32(welcome + COLL_PREFIX_BYTES) == COLL_VERDICT_OK,
                "accepted a refusal");
     coll_hs_welcome_mac(secret, f->rx, 0, mac);
@@ -157,7 +159,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t flags = fuzz_byte(&in), vbyte = fuzz_byte(&in);
     int client = flags & 1, sign = flags & 2, keep_open = flags & 64;
     size_t chunk = (flags >> 3) & 7 ? (size_t)1 << (((flags >> 3) & 7) - 1) : SIZE_MAX;
-    coll_hello_t fields = {.prefix.kind = COLL_CONN_BOOT, .src_rank = 3, .dst_rank = UINT32_MAX,
+    uint16_t kind = flags & 128 ? COLL_CONN_TCP : COLL_CONN_BOOT;
+    coll_hello_t fields = {.prefix.kind = kind, .src_rank = 3, .dst_rank = UINT32_MAX,
                            .nranks = 8, .round = 1};
     coll_addr_t peer = {0};
     fuzz_hs_t *f = calloc(1, sizeof(*f));
@@ -170,6 +173,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     peer.len = sizeof(struct sockaddr_in);
     f->peer_fd = sv[1];
     f->verdict = vbyte % 8;
+    f->kind = kind;
     f->tx = malloc(in.len ? in.len : 1);
     memcpy(f->tx, in.p, in.len);
     f->tx_len = in.len;
@@ -177,7 +181,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (client)
         coll_hs_client_start(&f->hs, sv[0], &peer, &fields, secret, deadline);
     else
-        coll_hs_server_start(&f->hs, sv[0], &peer, COLL_CONN_BOOT, secret, deadline, validate, f);
+        coll_hs_server_start(&f->hs, sv[0], &peer, kind, secret, deadline, validate, f);
 
     st = coll_hs_progress(&f->hs);
     drain(f);

@@ -164,6 +164,17 @@ static void handshake_seeds(void)
          sizeof(hello));
     put2("fuzz_handshake", "server_hello_refused", (const uint8_t[]){2, COLL_VERDICT_RANK}, 2,
          hello, sizeof(hello));
+    /* The TCP transport's connections (flag bit 7), and a bootstrap HELLO
+     * sent to a TCP port. */
+    put2("fuzz_handshake", "server_hello_kind_mismatch", (const uint8_t[]){2 | 128, 0}, 2,
+         hello, sizeof(hello));
+    h.prefix.kind = COLL_CONN_TCP;
+    h.dst_rank = 2;
+    coll_hello_encode(&h, hello);
+    put2("fuzz_handshake", "server_hello_tcp", (const uint8_t[]){2 | 128, 0}, 2, hello,
+         sizeof(hello));
+    h.prefix.kind = COLL_CONN_BOOT;
+    h.dst_rank = UINT32_MAX;
     h.prefix.version = COLL_WIRE_VERSION + 1;
     coll_hello_encode(&h, hello);
     put2("fuzz_handshake", "server_hello_version2", (const uint8_t[]){2, 0}, 2, hello,
@@ -179,6 +190,14 @@ static void handshake_seeds(void)
          sizeof(msg));
     put2("fuzz_handshake", "client_welcome_chunks", (const uint8_t[]){1 | 2 | 3 << 3, 0}, 2,
          msg, sizeof(msg));
+    pre.kind = COLL_CONN_TCP;
+    coll_prefix_encode(&pre, msg);
+    coll_prefix_encode(&pre, msg + COLL_GREETING_BYTES);
+    put2("fuzz_handshake", "client_welcome_tcp", (const uint8_t[]){1 | 2 | 128, 0}, 2, msg,
+         sizeof(msg));
+    pre.kind = COLL_CONN_BOOT;
+    coll_prefix_encode(&pre, msg);
+    coll_prefix_encode(&pre, msg + COLL_GREETING_BYTES);
     coll_store_u32(msg + COLL_GREETING_BYTES + COLL_PREFIX_BYTES, COLL_VERDICT_ROUND);
     put2("fuzz_handshake", "client_welcome_round", (const uint8_t[]){1 | 2, 0}, 2, msg,
          sizeof(msg));
