@@ -92,12 +92,17 @@ static void list_algos(coll_coll_t coll, char *buf, size_t len)
     coll_algo_foreach(coll, add_name, &n);
 }
 
+/* Parses into a local table and copies it out only when the whole spec
+ * parsed; a spec longer than the buffer is refused rather than cut. */
 coll_status_t coll_algo_parse_forced(const char *spec, const coll_algo_t *forced[COLL_NUM_COLLS])
 {
+    const coll_algo_t *out[COLL_NUM_COLLS] = {0};
     char buf[512], names[256];
 
-    for (int c = 0; c < COLL_NUM_COLLS; c++)
-        forced[c] = NULL;
+    if (strlen(spec) >= sizeof(buf))
+        return coll_error(COLL_SUBSYS_ALGO, COLL_ERR_INVALID_ARG,
+                          "COLL_ALGO is %zu characters long, at most %zu are read", strlen(spec),
+                          sizeof(buf) - 1);
     snprintf(buf, sizeof(buf), "%s", spec);
     for (char *save = NULL, *item = strtok_r(buf, ",", &save); item;
          item = strtok_r(NULL, ",", &save)) {
@@ -108,14 +113,15 @@ coll_status_t coll_algo_parse_forced(const char *spec, const coll_algo_t *forced
                               "COLL_ALGO='%s': '%s' is not collective:algorithm (collectives: "
                               "barrier, broadcast, reduce, allreduce, allgather, reduce_scatter, "
                               "alltoall, alltoallv, scatter, gather)", spec, item);
-        forced[coll] = coll_algo_find(coll, colon + 1);
-        if (!forced[coll]) {
+        out[coll] = coll_algo_find(coll, colon + 1);
+        if (!out[coll]) {
             list_algos(coll, names, sizeof(names));
             return coll_error(COLL_SUBSYS_ALGO, COLL_ERR_INVALID_ARG,
                               "COLL_ALGO='%s': %s has no algorithm '%s' (it has: %s)", spec,
                               coll_coll_name(coll), colon + 1, names[0] ? names : "none yet");
         }
     }
+    memcpy(forced, out, sizeof(out));
     return COLL_OK;
 }
 
