@@ -1,7 +1,10 @@
 # libcoll: build, test, demo and install.
 #
 #   make                 libcoll.so, libcoll.a and the tools, into build/
-#   make test            every test (installs the Debian packages it needs)
+#   make test            every test (installs the Debian packages it needs), a
+#                        short run of every fuzzer, the sanitizer suites
+#   make fuzz            every fuzzer for FUZZ_SECONDS each (docs/testing.md)
+#   make test-sanitize   the whole suite under ASan+UBSan, the threaded tests under TSan
 #   make demo            the 4-rank demo job through collrun
 #   make install PREFIX=/usr/local
 #
@@ -25,9 +28,11 @@ ifeq ($(WERROR),1)
 WARN    += -Werror
 endif
 OPT     ?= -O2 -g
-CFLAGS  += -std=gnu11 $(OPT) $(WARN) -fPIC -fvisibility=hidden -pthread -D_GNU_SOURCE
+# Sanitizer builds (make test-sanitize, make fuzz) set SAN in their own BUILD dir.
+SAN     ?=
+CFLAGS  += -std=gnu11 $(OPT) $(WARN) -fPIC -fvisibility=hidden -pthread -D_GNU_SOURCE $(SAN)
 CPPFLAGS += -Ilibcoll -Itransports -Ialgorithms
-LDLIBS  += -pthread
+LDLIBS  += -pthread $(SAN)
 
 # ---- optional dependencies ---------------------------------------------------
 HAVE_CHECK := $(shell pkg-config --exists check 2>/dev/null && echo 1)
@@ -138,19 +143,29 @@ $(BUILD)/tests/helper_%: tests/helper_%.c $(STLIB)
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -o $@ $< $(STLIB) $(LDLIBS)
 
 # ---- test and demo -------------------------------------------------------------
-TEST_PKGS := check pkg-config openmpi-bin mpich iproute2 procps
+TEST_PKGS := check pkg-config openmpi-bin mpich iproute2 procps nftables ethtool \
+             libopenmpi-dev libmpich-dev libgloo-dev g++
+# clang and libFuzzer (a Recommends of clang on Debian 12, hence named); the
+# fuzzers are skipped, visibly, where they cannot be installed.
+FUZZ_PKGS := clang libclang-rt-14-dev
 DEMO_PKGS := gcc make
 
 deps-test:
 	@scripts/deps.sh $(TEST_PKGS)
+	@scripts/deps.sh $(FUZZ_PKGS) || echo "libcoll: clang/libFuzzer not installed: fuzzers will be skipped"
 
 deps-demo:
 	@scripts/deps.sh $(DEMO_PKGS)
 
-# Re-run make after installing so that Check is detected.
+# Re-run make after installing so that Check is detected. The plain suite,
+# a short run of every fuzzer, then the sanitizer suites (docs/testing.md).
 test: deps-test
 	@$(MAKE) --no-print-directory all test-build
 	@tests/run.sh $(BUILD)
+	@$(MAKE) --no-print-directory fuzz-build && \
+	    tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_TEST_SECONDS)
+	@$(MAKE) --no-print-directory sanitize-asan
+	@$(MAKE) --no-print-directory sanitize-tsan
 
 .PHONY: test-build test-long
 test-build: $(TESTS) $(TEST_HELPERS)
@@ -180,6 +195,92 @@ docs-env: $(BUILD)/bin/collinfo
 	     /<!-- params:end -->/ { skip = 0 } !skip' docs/env.md > $(BUILD)/env.md
 	@mv $(BUILD)/env.md docs/env.md
 	@echo "docs/env.md: $$(grep -c '^| `COLL_' docs/env.md) variables"
+
+# ---- fuzzing and sanitizers (docs/testing.md) -----------------------------------
+# Fuzzers: clang's libFuzzer with ASan+UBSan; the library is rebuilt with
+# coverage instrumentation in $(BUILD)/fuzz. Each target runs from its seed
+# corpus in tests/fuzz/corpus/<target>; new inputs go to $(BUILD)/fuzz/corpus.
+.PHONY: fuzz fuzz-build fuzz-bins fuzz-corpus san-bins test-sanitize sanitize-asan sanitize-tsan
+FUZZ_CC           ?= clang
+FUZZ_SECONDS      ?= 60
+FUZZ_TEST_SECONDS ?= 4
+FUZZ_DIR          := $(BUILD)/fuzz
+FUZZ_SAN          := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+                     -fno-omit-frame-pointer
+FUZZ_SRCS         := $(wildcard tests/fuzz/fuzz_*.c)
+
+fuzz: deps-test
+	@$(MAKE) --no-print-directory fuzz-build
+	@tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
+# Skipped (visibly, with the reason) where clang or libFuzzer is missing;
+# targets built before are removed then, so that run.sh cannot run stale ones.
+fuzz-build:
+	@if ! command -v $(FUZZ_CC) >/dev/null 2>&1; then \
+	    echo "fuzz: skipped: $(FUZZ_CC) is not installed (apt-get install clang)"; \
+	    rm -f $(FUZZ_DIR)/fuzz_*; \
+	elif ! echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' | \
+	        $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1; then \
+	    echo "fuzz: skipped: $(FUZZ_CC) has no libFuzzer (apt-get install libclang-rt-14-dev)"; \
+	    rm -f $(FUZZ_DIR)/fuzz_*; \
+	else \
+	    $(MAKE) --no-print-directory BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) \
+	        SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" fuzz-bins; \
+	fi
+
+# Inside the fuzz build ($(BUILD) is build/fuzz here).
+fuzz-bins: $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/%)
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(STLIB)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(CPPFLAGS) -Itests/fuzz $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(STLIB) $(LDLIBS)
+
+# The seed corpus from real frames (kept in the repository; rerun after a
+# wire format change).
+fuzz-corpus: $(BUILD)/tests/gen_corpus
+	@$(BUILD)/tests/gen_corpus tests/fuzz/corpus
+	@echo "fuzz-corpus: $$(ls tests/fuzz/corpus/*/seed_* | wc -l) seeds in tests/fuzz/corpus"
+
+$(BUILD)/tests/gen_corpus: tests/fuzz/gen_corpus.c $(STLIB)
+	@mkdir -p $(dir $@)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(STLIB) $(LDLIBS)
+
+# Sanitizer suites: the test programs and everything they exec (collrun,
+# helper_rank, examples) rebuilt in their own BUILD dirs with gcc.
+# ASan+UBSan: every test program (about 3 minutes on 2 cores); TSan: in
+# make test the programs whose tests start threads themselves (TSAN_TESTS),
+# in make test-sanitize all. Tests that cannot run sanitized are skipped by
+# tests/run.sh with the reason.
+ASAN_BUILD  ?= $(BUILD)-asan
+TSAN_BUILD  ?= $(BUILD)-tsan
+ASAN_SAN    := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+TSAN_SAN    := -fsanitize=thread -fno-omit-frame-pointer
+TSAN_TESTS  ?= test_threads test_lifecycle test_stranger
+SAN_TESTS   ?=
+export ASAN_OPTIONS  ?= detect_leaks=1
+export UBSAN_OPTIONS ?= halt_on_error=1:print_stacktrace=1
+export TSAN_OPTIONS  ?= halt_on_error=1:second_deadlock_stack=1
+
+# What a sanitized build needs (evaluated in its own BUILD): the test
+# programs (SAN_BINS, default all) and what they exec.
+SAN_BINS ?= $(TESTS)
+san-bins: tools $(EXAMPLES) $(SAN_BINS) $(TEST_HELPERS)
+
+# Everything: ASan+UBSan and TSan over every test program (TSan alone
+# takes about 12 minutes on 2 cores, hence the threaded subset in make test).
+test-sanitize: deps-test
+	@$(MAKE) --no-print-directory sanitize-asan SAN_TESTS=
+	@$(MAKE) --no-print-directory sanitize-tsan TSAN_TESTS="$(TEST_SRCS:tests/%.c=%)"
+
+sanitize-asan:
+	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SAN="$(ASAN_SAN)" OPT="-O1 -g" san-bins
+	@COLL_TEST_SANITIZER=asan tests/run.sh $(ASAN_BUILD) $(SAN_TESTS)
+
+sanitize-tsan:
+	@$(MAKE) --no-print-directory BUILD=$(TSAN_BUILD) SAN="$(TSAN_SAN)" OPT="-O1 -g" san-bins \
+	    SAN_BINS="$(TSAN_TESTS:%=$(TSAN_BUILD)/tests/%)"
+	@COLL_TEST_SANITIZER=tsan tests/run.sh $(TSAN_BUILD) $(TSAN_TESTS)
 
 # ---- against the peers: Open MPI, MPICH, Gloo (docs/benchmarks.md) -------------------
 # make compare COMPARE_ARGS='--np 4 --coll all_gather --inplace'   (see bench/compare.sh)

@@ -78,8 +78,8 @@ coll_vid_t coll_chain_reduce(coll_sched_t *s, const void *src, void *result, siz
 /* The ring reduce-scatter for pipeline chunk j of nch (ch elements each),
  * reading src and accumulating in work (same layout as the call's
  * vector; may be src): afterwards chunk j of block (rank+1) mod p of work
- * is reduced over all ranks. tmp0/tmp1 hold one chunk each;
- * rs_send[t] gets the step-t send (its region may be overwritten once it
+ * is reduced over all ranks. tmp0/tmp1 hold one chunk each, used only
+ * when work is src (in place; otherwise they may be NULL); rs_send[t] gets the step-t send (its region may be overwritten once it
  * completes). mtags t * nch + j, t < p-1. Returns the last reduce.
  * ring_reduce_scatter.c. */
 coll_vid_t coll_ring_rs_chunk(coll_sched_t *s, const void *src, void *work, size_t j, size_t nch,

@@ -8,7 +8,10 @@
  * link carries chunk j+1 while chunk j is being reduced.
  *
  * Cost: 2(p-1) alpha + 2 n (p-1)/p beta + n (p-1)/p gamma
- *       (+ (chunks - 1) alpha per phase, hidden when links are busy).
+ *       + 2 (chunks - 1) max(0, alpha - chunk beta): a chunk's message
+ *       latency is hidden behind the previous chunk's bytes on the link
+ *       unless it is longer. Every send is posted as soon as its data is
+ *       reduced, so the link never waits between steps.
  * Bandwidth-optimal for large n; any p; any op.
  *
  * Deterministic mode: a ring adds contributions in a different order for
@@ -103,12 +106,15 @@ static void build(coll_sched_t *s)
     }
     size_t max_block = coll_block_count(a->count, p, 0);
     size_t nch = (max_block + ch - 1) / ch;
-    char *tmp = coll_sched_scratch(s, 2 * nch * ch * es);
+    /* receive chunks only in place: out of place they land in recvbuf */
+    int in_place = a->sendbuf == a->recvbuf;
+    char *tmp = in_place ? coll_sched_scratch(s, 2 * nch * ch * es) : NULL;
     coll_vid_t *rs_send = coll_sched_scratch(s, (size_t)p * sizeof(*rs_send));
-    if (!tmp || !rs_send)
+    if ((in_place && !tmp) || !rs_send)
         return;
     for (size_t j = 0; j < nch; j++)
-        ring_chunk(s, j, nch, ch, tmp + 2 * j * ch * es, tmp + (2 * j + 1) * ch * es, rs_send);
+        ring_chunk(s, j, nch, ch, tmp ? tmp + 2 * j * ch * es : NULL,
+                   tmp ? tmp + (2 * j + 1) * ch * es : NULL, rs_send);
 }
 
 static double cost(const coll_cost_in_t *c)
@@ -119,8 +125,11 @@ static double cost(const coll_cost_in_t *c)
         double vchunks = c->n / c->chunk < 1 ? 1 : c->n / c->chunk;
         return 2 * (q + vchunks - 1) * c->alpha + 2 * c->n * c->beta + c->n * c->gamma;
     }
-    return 2 * (q + chunks - 1) * c->alpha + 2 * c->n * q / c->p * c->beta +
-           c->n * q / c->p * c->gamma;
+    /* a chunk's message latency hides behind the previous chunk's bytes on
+     * the link; only what exceeds them shows */
+    double hidden = c->alpha - c->chunk * c->beta;
+    return 2 * q * c->alpha + 2 * (chunks - 1) * (hidden > 0 ? hidden : 0) +
+           2 * c->n * q / c->p * c->beta + c->n * q / c->p * c->gamma;
 }
 
 const coll_algo_t coll_algo_allreduce_ring = {

@@ -92,12 +92,17 @@ static void list_algos(coll_coll_t coll, char *buf, size_t len)
     coll_algo_foreach(coll, add_name, &n);
 }
 
+/* Parses into a local table and copies it out only when the whole spec
+ * parsed; a spec longer than the buffer is refused rather than cut. */
 coll_status_t coll_algo_parse_forced(const char *spec, const coll_algo_t *forced[COLL_NUM_COLLS])
 {
+    const coll_algo_t *out[COLL_NUM_COLLS] = {0};
     char buf[512], names[256];
 
-    for (int c = 0; c < COLL_NUM_COLLS; c++)
-        forced[c] = NULL;
+    if (strlen(spec) >= sizeof(buf))
+        return coll_error(COLL_SUBSYS_ALGO, COLL_ERR_INVALID_ARG,
+                          "COLL_ALGO is %zu characters long, at most %zu are read", strlen(spec),
+                          sizeof(buf) - 1);
     snprintf(buf, sizeof(buf), "%s", spec);
     for (char *save = NULL, *item = strtok_r(buf, ",", &save); item;
          item = strtok_r(NULL, ",", &save)) {
@@ -108,14 +113,15 @@ coll_status_t coll_algo_parse_forced(const char *spec, const coll_algo_t *forced
                               "COLL_ALGO='%s': '%s' is not collective:algorithm (collectives: "
                               "barrier, broadcast, reduce, allreduce, allgather, reduce_scatter, "
                               "alltoall, alltoallv, scatter, gather)", spec, item);
-        forced[coll] = coll_algo_find(coll, colon + 1);
-        if (!forced[coll]) {
+        out[coll] = coll_algo_find(coll, colon + 1);
+        if (!out[coll]) {
             list_algos(coll, names, sizeof(names));
             return coll_error(COLL_SUBSYS_ALGO, COLL_ERR_INVALID_ARG,
                               "COLL_ALGO='%s': %s has no algorithm '%s' (it has: %s)", spec,
                               coll_coll_name(coll), colon + 1, names[0] ? names : "none yet");
         }
     }
+    memcpy(forced, out, sizeof(out));
     return COLL_OK;
 }
 
@@ -171,7 +177,7 @@ typedef struct cheapest_ctx {
     coll_cost_in_t c;
     const coll_algo_t *best;
     double best_t;
-    char *tbl;
+    char *tbl;        /* NULL: no table wanted (formatting costs microseconds) */
     size_t len, used;
 } cheapest_ctx_t;
 
@@ -182,11 +188,13 @@ static void consider(const coll_algo_t *al, void *arg)
     size_t room = x->used < x->len ? x->len - x->used : 0;
 
     if (al->usable && !al->usable(x->a, x->comm->nranks, &why)) {
-        x->used += (size_t)snprintf(x->tbl + x->used, room, " %s=n/a", al->name);
+        if (x->tbl)
+            x->used += (size_t)snprintf(x->tbl + x->used, room, " %s=n/a", al->name);
         return;
     }
     double t = al->cost(&x->c);
-    x->used += (size_t)snprintf(x->tbl + x->used, room, " %s=%.1fus", al->name, t * 1e6);
+    if (x->tbl)
+        x->used += (size_t)snprintf(x->tbl + x->used, room, " %s=%.1fus", al->name, t * 1e6);
     if (!x->best || t < x->best_t) {
         x->best = al;
         x->best_t = t;
@@ -213,7 +221,12 @@ coll_status_t coll_algo_select(struct coll_comm *comm, const coll_args_t *a,
         *algo_p = forced;
         return COLL_OK;
     }
-    best = cheapest(comm, a, tbl, sizeof(tbl));
+    /* the table is formatted only when it may be logged: a changed choice
+     * at INFO, every choice at TRACE */
+    best = cheapest(comm, a, NULL, 0);
+    if (best && (comm->last_choice[a->coll] != best || forced ||
+                 coll_log_enabled(COLL_LOG_TRACE, COLL_SUBSYS_ALGO)))
+        best = cheapest(comm, a, tbl, sizeof(tbl));
     if (forced) {
         if (comm->algo_fallback == COLL_ALGO_FALLBACK_ERROR)
             return coll_comm_error(comm, COLL_SUBSYS_ALGO, COLL_ERR_INVALID_USAGE,

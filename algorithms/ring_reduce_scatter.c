@@ -6,6 +6,10 @@
  * p-1 steps block (r+1) mod p of `work` holds the sum over all ranks.
  * Used by the ring all-reduce and by reduce's reduce-scatter + gather.
  *
+ * Out of place (src != work) each partial sum is received straight into
+ * its block of work, which this phase writes once per block; in place the
+ * block still holds our own contribution, so it goes through tmp0/tmp1.
+ *
  * Cost: (p-1) alpha + (n/p)(p-1) (beta + gamma) for n bytes.
  */
 #include "algorithms.h"
@@ -33,10 +37,18 @@ coll_vid_t coll_ring_rs_chunk(coll_sched_t *s, const void *src, void *work, size
         rs_send[t] = coll_sched_send(s, from, cnt * es, right, (uint32_t)(t * nch + j),
                                      COLL_DEPS(red));
         cnt = coll_ring_chunk(a, p, ch, ((r - t - 1) % p + p) % p, j, &off);
+        void *dst = COLL_PTR(work, off, es);
+        if (src != work) {
+            /* out of place: each block of work is received once in this
+             * phase, so the partial sum lands in place, no scratch */
+            coll_vid_t rv = coll_sched_recv(s, dst, cnt * es, left, (uint32_t)(t * nch + j),
+                                            COLL_NODEPS);
+            red = coll_sched_reduce(s, dst, dst, COLL_PTR(src, off, es), cnt, COLL_DEPS(rv));
+            continue;
+        }
         coll_vid_t rv = coll_sched_recv(s, tmp[t % 2], cnt * es, left, (uint32_t)(t * nch + j),
                                         COLL_DEPS(tmp_reader[t % 2]));
-        red = coll_sched_reduce(s, COLL_PTR(work, off, es), tmp[t % 2], COLL_PTR(src, off, es),
-                                cnt, COLL_DEPS(rv));
+        red = coll_sched_reduce(s, dst, tmp[t % 2], COLL_PTR(src, off, es), cnt, COLL_DEPS(rv));
         tmp_reader[t % 2] = red;
     }
     return red;

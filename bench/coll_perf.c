@@ -887,17 +887,7 @@ static void set_algo(const opts_t *o)
 
 static void *alloc_or_die(const bench_t *b, size_t bytes, const char *what)
 {
-    void *p = NULL;
-
-    if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0) {
-        fprintf(stderr, "%s: rank %d: cannot allocate %zu bytes for %s\n", PROG, b->rank, bytes,
-                what);
-        fflush(NULL);
-        coll_comm_abort(b->comm);
-        exit(BENCH_EXIT_FAIL);
-    }
-    memset(p, 0, bytes ? bytes : 1); /* fault the pages in before timing */
-    return p;
+    return bench_alloc_or_abort(PROG, b->comm, b->rank, bytes, what);
 }
 
 /* Every rank learns whether the buffers fit on every host, so that all
@@ -982,24 +972,12 @@ static void print_header(const bench_t *b)
            "rank's\n", combined[o->average]);
 }
 
-/* Rank 0 opens the output files; every rank learns whether it could, so
- * that all stop together. */
+/* The output files (rank 0 opens them, all stop together if it cannot)
+ * and their first lines. */
 static void open_outputs(bench_t *b)
 {
-    int ok = 1;
-
-    if (b->rank == 0) {
-        if (b->o->csv_path && !(b->csv = bench_open_output(PROG, b->o->csv_path)))
-            ok = 0;
-        if (ok && b->o->json_path && !(b->json = bench_open_output(PROG, b->o->json_path)))
-            ok = 0;
-    }
-    check_ok(b, "coll_broadcast (output files ready)",
-             coll_broadcast(&ok, &ok, 1, COLL_INT32, 0, b->comm));
-    if (!ok) {
-        coll_comm_destroy(b->comm);
-        exit(BENCH_EXIT_FAIL);
-    }
+    bench_open_outputs(PROG, b->comm, b->rank, b->o->csv_path, b->o->json_path, &b->csv,
+                       &b->json);
     if (b->csv)
         fprintf(b->csv, "library,version,transport,collective,nranks,size,count,type,redop,root,"
                         "placement,time_us,algbw,busbw,p50_us,p99_us,wrong\n");
@@ -1018,16 +996,7 @@ static void open_outputs(bench_t *b)
 
 static int close_outputs(bench_t *b)
 {
-    int bad = 0;
-
-    if (b->json) {
-        fprintf(b->json, "\n]}\n");
-        bad |= bench_close_output(b->json);
-    }
-    bad |= bench_close_output(b->csv);
-    if (bad)
-        fprintf(stderr, "%s: writing the output files failed\n", PROG);
-    return bad;
+    return bench_close_outputs(PROG, b->csv, b->json);
 }
 
 /* The environment variable COLL_PERF_CORRUPT=RANK (a self-test of the

@@ -3,7 +3,7 @@
 # the same run, the same sweep, the same transport class, one table.
 #
 #   bench/compare.sh [--np 2,4] [--coll all_reduce[,all_gather,...|all|p2p]]
-#                    [--transport tcp|shm] [-b 16] [-e 64M] [-f 4] [--reps 3]
+#                    [--transport tcp|shm|any] [-b 16] [-e 64M] [-f 4] [--reps 3]
 #                    [--libs libcoll,openmpi,mpich,gloo] [--inplace]
 #                    [-n 20] [-w 5] [--p2p-sizes 1:4M] [--timeout 300]
 #                    [--out DIR] [--build DIR] [--verdict] [--report]
@@ -41,6 +41,10 @@
 #            UCX_TLS=tcp,self UCX_NET_DEVICES=lo; Gloo tcp on 127.0.0.1
 #       shm  libcoll -T shm; Open MPI --mca pml ob1 --mca btl vader,self;
 #            MPICH's defaults (shared memory within a node); Gloo has none
+#       any  everything allowed: each library as a user gets it on one
+#            host, with its defaults (libcoll auto: shared memory; Open MPI
+#            and MPICH: their defaults, shared memory within a node);
+#            Gloo over TCP on 127.0.0.1, its only transport
 #   - The table: time per call in us below 64 KiB, busbw in GB/s from
 #     64 KiB; best peer = the fastest peer with correct results; ratio =
 #     best peer's time / libcoll's time, so > 1 means libcoll is faster.
@@ -49,8 +53,9 @@
 #     call); "*" = fewer repetitions than asked, "!" = wrong results.
 #
 # Output (--out, default $BUILD/compare/): env.txt (versions, kernel,
-# CPU, command), raw/*.csv and raw/*.log (one per run), runs.csv (status
-# of every run), medians.csv, summary.csv (the table, machine-readable),
+# CPU, command, memcpy and fp32 sum bandwidth measured at the start),
+# raw/*.csv and raw/*.log (one per run), runs.csv (status of every run),
+# medians.csv, summary.csv (the table, machine-readable),
 # table.txt (what is printed), verdict.txt (one line per rank count).
 #   --verdict   print only the verdict line(s), no progress, e.g. for
 #               make demo: bench/compare.sh --np 4 -e 16M --reps 1 --verdict
@@ -143,7 +148,7 @@ parse_args() {
     read -r -a words <<<"$COLLS"
     COLLS="${words[*]}"
     case "$P2P_SIZES" in *:*) ;; *) die "--p2p-sizes is MIN:MAX, e.g. 1:4M" ;; esac
-    case "$TRANSPORT" in tcp | shm) ;; *) die "--transport is tcp or shm" ;; esac
+    case "$TRANSPORT" in tcp | shm | any) ;; *) die "--transport is tcp, shm or any" ;; esac
     case "$REPS" in '' | *[!0-9]* | 0) die "--reps takes a positive number" ;; esac
     case "$RUN_TIMEOUT" in '' | *[!0-9]*) die "--timeout takes whole seconds" ;; esac
     for c in $COLLS; do
@@ -295,6 +300,17 @@ prepare() {
     fi
 }
 
+# This machine's own limits for large messages, measured now (beside the
+# runs, not from a past figure): memcpy and the fp32 sum kernel c = a + b
+# at 64 MiB, beyond the caches, as GB/s of output.
+machine_limits() {
+    local rb="$BUILD/bin/reduce_bench"
+    [ -x "$rb" ] || { echo "not measured ($rb not built)"; return; }
+    "$rb" -r 5 -m 64 2>/dev/null | awk '$1 == "64.00" && $2 == "MiB" {
+        printf "memcpy %s GB/s, fp32 sum c = a + b %s GB/s, a += b %s GB/s (64 MiB, reduce_bench)", $3, $4, $6
+        found = 1 } END { if (!found) printf "not measured (reduce_bench printed no 64 MiB row)" }'
+}
+
 record_env() {
     {
         echo "# libcoll comparison, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -303,6 +319,7 @@ record_env() {
         echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
         echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
         echo "# libcoll: ${LIBCOLL_VERSION:-not built}"
+        echo "# limits: $(machine_limits)"
         echo "# packages: $(dpkg-query -W -f='${Package} ${Version}; ' openmpi-bin mpich libucx0 libgloo0 gcc 2>/dev/null)"
         echo "# sweep: np $NPS; $COLLS; transport $TRANSPORT; -b $MINB -e $MAXB -f $FACTOR; p2p $P2P_SIZES;" \
             "-n $ITERS -w $WARMUP; reps $REPS; timeout ${RUN_TIMEOUT} s/run"
@@ -332,11 +349,23 @@ peer_args() { # COLL CSV
 
 libcoll_args() { # COLL CSV
     if is_p2p "$1"; then
-        printf '%s\n' -m "$P2P_SIZES" -c -T "$TRANSPORT" --csv "$2"
+        printf '%s\n' -m "$P2P_SIZES" -c -T "$TRANSPORT" --csv "$2" | libcoll_transport
         return
     fi
-    common_args
+    common_args | libcoll_transport
     printf '%s\n' -a 3 --csv "$2" # -a 3: time = max over ranks, as the peers
+}
+
+# With --transport any libcoll chooses per peer as it does by default: drop
+# the "-T any" that the peers take as a label (one argument per line).
+libcoll_transport() {
+    if [ "$TRANSPORT" = any ]; then
+        awk 'prev == "-T" && $0 == "any" { prev = ""; next }
+             { if (prev != "") print prev; prev = $0 }
+             END { if (prev != "" && prev != "-T") print prev }'
+    else
+        cat
+    fi
 }
 
 # The line of a failed run's log that best says why.
@@ -384,6 +413,7 @@ run_one() { # LIB COLL NP REP
         local -a mca=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
         # shellcheck disable=SC2054
         [ "$TRANSPORT" = shm ] && mca=(--mca pml ob1 --mca btl vader,self)
+        [ "$TRANSPORT" = any ] && mca=()
         bounded "$log" mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none \
             -np "$np" "${mca[@]}" "$BUILD/peers/mpi_perf.openmpi" "${args[@]}"
         ;;
@@ -391,7 +421,7 @@ run_one() { # LIB COLL NP REP
         mapfile -t args < <(peer_args "$coll" "$csv")
         # shellcheck disable=SC2054 # tcp,self is one UCX value
         local -a envs=(MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo)
-        [ "$TRANSPORT" = shm ] && envs=()
+        [ "$TRANSPORT" = tcp ] || envs=()
         bounded "$log" env "${envs[@]}" mpirun.mpich -np "$np" "$BUILD/peers/mpi_perf.mpich" \
             "${args[@]}"
         ;;
@@ -487,7 +517,7 @@ report() {
     if [ "$VERDICT_ONLY" -eq 1 ]; then
         cat "$OUT/verdict.txt"
     else
-        sed -n '1,7p' "$OUT/env.txt"
+        sed -n '1,8p' "$OUT/env.txt"
         echo
         cat "$OUT/table.txt"
         echo

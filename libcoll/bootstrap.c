@@ -119,74 +119,111 @@ static coll_status_t join_send_info(join_ctx_t *j, int fd)
     return COLL_OK;
 }
 
-static coll_status_t parse_table(join_ctx_t *j, const uint8_t *buf, size_t len)
+/* One pass over a TABLE body: every entry must decode to exactly its
+ * length and carry its index as rank, and the entries must fill the body.
+ * With table NULL it only checks, so that a malformed table leaves the
+ * caller's table untouched. */
+static int table_pass(const uint8_t *buf, size_t len, int nranks, coll_peer_info_t *table)
 {
     coll_rbuf_t r = {buf, len, 0, 0};
+    coll_peer_info_t info;
 
-    for (int i = 0; i < j->nranks; i++) {
+    for (int i = 0; i < nranks; i++) {
         uint32_t n = (uint32_t)coll_get_uint(&r, 4);
         if (r.underflow || n > COLL_WIRE_PEERINFO_MAX || n > len - r.off)
-            break;
+            return -1;
         coll_rbuf_t one = {buf + r.off, n, 0, 0};
-        if (coll_peer_info_decode(&one, &j->table[i]) != COLL_OK ||
-            j->table[i].rank != (uint32_t)i)
-            break;
+        if (coll_peer_info_decode(&one, &info) != COLL_OK || one.off != n ||
+            info.rank != (uint32_t)i)
+            return -1;
+        if (table)
+            table[i] = info;
         r.off += n;
-        if (i == j->nranks - 1)
-            return COLL_OK;
     }
-    return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_PROTOCOL,
-                      "rank %d: the bootstrap root %s sent a malformed table", j->rank,
-                      j->root_str);
+    return nranks > 0 && r.off == len ? 0 : -1;
 }
 
-static coll_status_t join_read_reply(join_ctx_t *j, int fd)
+coll_status_t coll_boot_parse_table(const uint8_t *buf, size_t len, int nranks,
+                                    coll_peer_info_t *table)
+{
+    if (table_pass(buf, len, nranks, NULL) != 0)
+        return COLL_ERR_PROTOCOL;
+    table_pass(buf, len, nranks, table);
+    return COLL_OK;
+}
+
+/* The frame's type and length, checked against the caps before the body
+ * is allocated. */
+static int reply_hdr_ok(uint32_t type, uint32_t len, int nranks)
+{
+    size_t cap = type == COLL_BOOT_TABLE ? (size_t)nranks * (4 + COLL_WIRE_PEERINFO_MAX)
+                                         : 4 + COLL_WIRE_ERRTEXT_MAX;
+    return (type == COLL_BOOT_TABLE || type == COLL_BOOT_ERROR) && len <= cap &&
+           (type != COLL_BOOT_ERROR || len >= 4);
+}
+
+/* The root's error frame: its status (a negative COLL_ERR_*, else a
+ * protocol error) and its text, which may hold anything but a NUL. */
+static coll_status_t reply_error(const uint8_t *body, uint32_t len, int rank)
+{
+    char text[COLL_WIRE_ERRTEXT_MAX + 1];
+    coll_status_t st = (coll_status_t)(int32_t)coll_load_u32(body);
+    size_t n = len - 4;
+
+    if (st >= 0)
+        st = COLL_ERR_PROTOCOL;
+    memcpy(text, body + 4, n);
+    text[n] = '\0';
+    return coll_error(COLL_SUBSYS_BOOT, st, "rank %d: the job failed to form: %s", rank,
+                      text[0] ? text : "(the root gave no reason)");
+}
+
+coll_status_t coll_boot_read_reply(int fd, int nranks, int rank, const char *root_str,
+                                   uint64_t deadline_ns, const int *abort_flag,
+                                   coll_peer_info_t *table)
 {
     uint8_t hdr[COLL_BOOT_HDR_BYTES], *body = NULL;
     coll_status_t st;
     uint32_t type = 0, len = 0;
-    size_t cap;
 
     /* Wait a little past our own deadline: the root's report of who is
      * missing is sent at the root's deadline and names the real culprit. */
-    st = coll_sock_io_deadline(fd, hdr, sizeof(hdr), 0, j->deadline_ns + JOIN_REPORT_GRACE_NS,
-                               j->abort_flag);
+    st = coll_sock_io_deadline(fd, hdr, sizeof(hdr), 0, deadline_ns + JOIN_REPORT_GRACE_NS,
+                               abort_flag);
     if (st == COLL_OK) {
         type = coll_load_u32(hdr);
         len = coll_load_u32(hdr + 4);
-        cap = type == COLL_BOOT_TABLE ? (size_t)j->nranks * (4 + COLL_WIRE_PEERINFO_MAX)
-                                      : 4 + COLL_WIRE_ERRTEXT_MAX;
-        if ((type != COLL_BOOT_TABLE && type != COLL_BOOT_ERROR) || len > cap ||
-            (type == COLL_BOOT_ERROR && len < 4))
+        if (!reply_hdr_ok(type, len, nranks))
             return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_PROTOCOL,
                               "rank %d: the bootstrap root %s sent a bad frame (type %u, "
-                              "%u bytes)", j->rank, j->root_str, type, len);
-        body = malloc(len + 1);
+                              "%u bytes)", rank, root_str, type, len);
+        body = malloc(len ? len : 1);
         if (!body)
             return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_NO_MEMORY, "cannot allocate %u bytes",
                               len);
-        st = coll_sock_io_deadline(fd, body, len, 0, j->deadline_ns, j->abort_flag);
+        st = coll_sock_io_deadline(fd, body, len, 0, deadline_ns, abort_flag);
     }
     if (st == COLL_ERR_PEER_FAILED)
         st = coll_error(COLL_SUBSYS_BOOT, st, "rank %d: the bootstrap root %s closed the "
-                        "connection before the job formed (root process died?)", j->rank,
-                        j->root_str);
+                        "connection before the job formed (root process died?)", rank,
+                        root_str);
     else if (st == COLL_ERR_TIMEOUT || st == COLL_ERR_ABORTED)
         st = coll_error(COLL_SUBSYS_BOOT, st, "rank %d: %s waiting for the other ranks at the "
-                        "bootstrap root %s", j->rank, st == COLL_ERR_TIMEOUT ? "timed out"
-                        : "aborted", j->root_str);
-    else if (type == COLL_BOOT_ERROR) {
-        body[len] = '\0';
-        st = (coll_status_t)(int32_t)coll_load_u32(body);
-        if (st >= 0)
-            st = COLL_ERR_PROTOCOL;
-        st = coll_error(COLL_SUBSYS_BOOT, st, "rank %d: the job failed to form: %s", j->rank,
-                        (char *)body + 4);
-    } else {
-        st = parse_table(j, body, len);
-    }
+                        "bootstrap root %s", rank, st == COLL_ERR_TIMEOUT ? "timed out"
+                        : "aborted", root_str);
+    else if (type == COLL_BOOT_ERROR)
+        st = reply_error(body, len, rank);
+    else if (coll_boot_parse_table(body, len, nranks, table) != COLL_OK)
+        st = coll_error(COLL_SUBSYS_BOOT, COLL_ERR_PROTOCOL,
+                        "rank %d: the bootstrap root %s sent a malformed table", rank, root_str);
     free(body);
     return st;
+}
+
+static coll_status_t join_read_reply(join_ctx_t *j, int fd)
+{
+    return coll_boot_read_reply(fd, j->nranks, j->rank, j->root_str, j->deadline_ns,
+                                j->abort_flag, j->table);
 }
 
 static coll_status_t join_once(join_ctx_t *j)

@@ -47,4 +47,26 @@ coll_status_t coll_bootstrap_join(const coll_uid_t *uid, int nranks, int rank,
                                   uint64_t deadline_ns, const int *abort_flag,
                                   coll_peer_info_t *table);
 
+/* ---- frame handling, exposed for tests and fuzzing ------------------------ */
+
+/* Root side: the payload length a RANKINFO header announces, or 0 when
+ * its type is wrong or the length is 0 or above COLL_WIRE_PEERINFO_MAX
+ * (checked before anything is read into the fixed buffer). */
+uint32_t coll_boot_rankinfo_len(const uint8_t hdr[COLL_BOOT_HDR_BYTES]);
+/* Root side: a RANKINFO payload of `len` bytes that must be exactly one
+ * peer info of `rank`. *info_p is written only on success. */
+coll_status_t coll_boot_parse_rankinfo(const uint8_t *buf, size_t len, uint32_t rank,
+                                       coll_peer_info_t *info_p);
+/* Join side: a TABLE body, nranks entries of u32 length + peer info whose
+ * rank is its index, filling the body exactly. COLL_ERR_PROTOCOL (nothing
+ * logged, table untouched) when malformed. */
+coll_status_t coll_boot_parse_table(const uint8_t *buf, size_t len, int nranks,
+                                    coll_peer_info_t *table);
+/* Join side: read the root's reply (a TABLE or an ERROR frame) from fd,
+ * capping its length before allocating, into table[nranks]. `root_str`
+ * names the root in messages. Errors are raised (coll_error). */
+coll_status_t coll_boot_read_reply(int fd, int nranks, int rank, const char *root_str,
+                                   uint64_t deadline_ns, const int *abort_flag,
+                                   coll_peer_info_t *table);
+
 #endif /* COLL_BOOTSTRAP_H */

@@ -191,15 +191,30 @@ static void root_send_table(struct coll_root *root)
     start_replies(root);
 }
 
+uint32_t coll_boot_rankinfo_len(const uint8_t hdr[COLL_BOOT_HDR_BYTES])
+{
+    uint32_t type = coll_load_u32(hdr), len = coll_load_u32(hdr + 4);
+    return type == COLL_BOOT_RANKINFO && len <= COLL_WIRE_PEERINFO_MAX ? len : 0;
+}
+
+coll_status_t coll_boot_parse_rankinfo(const uint8_t *buf, size_t len, uint32_t rank,
+                                       coll_peer_info_t *info_p)
+{
+    coll_rbuf_t r = {buf, len, 0, 0};
+    coll_peer_info_t info;
+
+    if (coll_peer_info_decode(&r, &info) != COLL_OK || r.off != len || info.rank != rank)
+        return COLL_ERR_PROTOCOL;
+    *info_p = info;
+    return COLL_OK;
+}
+
 static void conn_on_info(root_conn_t *c)
 {
     struct coll_root *root = c->root;
-    coll_rbuf_t r = {c->info, c->info_len, 0, 0};
     coll_peer_info_t info;
 
-    if (coll_peer_info_decode(&r, &info) != COLL_OK || info.rank != (uint32_t)c->rank) {
-        COLL_WARN(COLL_SUBSYS_BOOT, "bootstrap root %s: rank %d (%s) sent malformed peer info",
-                  root->addr_str, c->rank, c->hs.peer);
+    if (coll_boot_parse_rankinfo(c->info, c->info_len, (uint32_t)c->rank, &info) != COLL_OK) {
         root_fail(root, COLL_ERR_PROTOCOL, "rank %d (%s) sent malformed peer info", c->rank,
                   c->hs.peer);
         return;
@@ -224,10 +239,11 @@ static int conn_read(root_conn_t *c)
         return 0;
     c->off = 0;
     if (c->state == CONN_READ_HDR) {
-        uint32_t type = coll_load_u32(c->hdr), len = coll_load_u32(c->hdr + 4);
-        if (type != COLL_BOOT_RANKINFO || len == 0 || len > COLL_WIRE_PEERINFO_MAX) {
+        uint32_t type = coll_load_u32(c->hdr), len = coll_boot_rankinfo_len(c->hdr);
+        if (len == 0) {
             root_fail(c->root, COLL_ERR_PROTOCOL, "rank %d (%s) sent a bad frame (type %u, "
-                      "%u bytes; at most %d allowed)", c->rank, c->hs.peer, type, len,
+                      "%u bytes; at most %d allowed)", c->rank, c->hs.peer, type,
+                      coll_load_u32(c->hdr + 4),
                       COLL_WIRE_PEERINFO_MAX);
             return 0;
         }

@@ -74,32 +74,36 @@ static coll_status_t read_rank_size(env_job_t *job, const char *rank_var, const 
 }
 
 /* First host of a Slurm host list: "node[01-04,7],gpu3" -> "node01",
- * "rack[1-2]n[3-4]" -> "rack1n3". Returns 0 on success. */
+ * "rack[1-2]n[3-4]" -> "rack1n3". Returns 0 on success, -1 for a list it
+ * cannot read (a bracket without a leading number or without its close)
+ * or a first host that does not fit in outlen: a cut name would point
+ * every rank at the wrong host. */
 int coll_slurm_first_host(const char *list, char *out, size_t outlen)
 {
     size_t n = 0;
-    int depth = 0;
 
-    for (const char *p = list; *p && n + 1 < outlen; p++) {
-        if (*p == ',' && depth == 0)
-            break;
-        if (*p == '[') {
-            /* Copy the first number of the range, keep its zero padding. */
-            p++;
-            while (*p >= '0' && *p <= '9' && n + 1 < outlen)
-                out[n++] = *p++;
-            while (*p && *p != ']')
-                p++;
-            if (*p != ']')
-                return -1;
-            continue;
-        }
+    for (const char *p = list; *p && *p != ','; p++) {
+        size_t digits = 1;
+        const char *from = p;
         if (*p == ']')
             return -1;
-        out[n++] = *p;
+        if (*p == '[') {
+            /* Keep the first number of the range, with its zero padding. */
+            from = p + 1;
+            digits = strspn(from, "0123456789");
+            p = strchr(from, ']');
+            if (!digits || !p)
+                return -1;
+        }
+        if (n + digits >= outlen)
+            return -1;
+        memcpy(out + n, from, digits);
+        n += digits;
     }
+    if (n == 0 || outlen == 0)
+        return -1;
     out[n] = '\0';
-    return n > 0 ? 0 : -1;
+    return 0;
 }
 
 static void derive_port(env_job_t *job, const char *from)

@@ -50,22 +50,34 @@ static coll_status_t hs_fail(coll_hs_t *hs, coll_status_t status, const char *fm
     return status;
 }
 
-static void hello_mac(const coll_hs_t *hs, uint8_t out[COLL_SHA256_BYTES])
+void coll_hs_hello_mac(const uint8_t *secret, const uint8_t greeting[COLL_GREETING_BYTES],
+                       const uint8_t hello[COLL_HELLO_BYTES], uint8_t out[COLL_SHA256_BYTES])
 {
     static const char label[] = "libcoll-hello";
-    const void *parts[] = {label, hs->greeting, hs->hello};
+    const void *parts[] = {label, greeting, hello};
     size_t lens[] = {sizeof(label), COLL_GREETING_BYTES, COLL_HELLO_FIELDS_BYTES};
-    coll_hmac_sha256(hs->secret, COLL_SECRET_BYTES, parts, lens, 3, out);
+    coll_hmac_sha256(secret, COLL_SECRET_BYTES, parts, lens, 3, out);
 }
 
-static void welcome_mac(const coll_hs_t *hs, uint32_t verdict, uint8_t out[COLL_SHA256_BYTES])
+void coll_hs_welcome_mac(const uint8_t *secret, const uint8_t hello[COLL_HELLO_BYTES],
+                         uint32_t verdict, uint8_t out[COLL_SHA256_BYTES])
 {
     static const char label[] = "libcoll-welcome";
     uint8_t v[4];
     coll_store_u32(v, verdict);
-    const void *parts[] = {label, hs->hello, v};
+    const void *parts[] = {label, hello, v};
     size_t lens[] = {sizeof(label), COLL_HELLO_BYTES, sizeof(v)};
-    coll_hmac_sha256(hs->secret, COLL_SECRET_BYTES, parts, lens, 3, out);
+    coll_hmac_sha256(secret, COLL_SECRET_BYTES, parts, lens, 3, out);
+}
+
+static void hello_mac(const coll_hs_t *hs, uint8_t out[COLL_SHA256_BYTES])
+{
+    coll_hs_hello_mac(hs->secret, hs->greeting, hs->hello, out);
+}
+
+static void welcome_mac(const coll_hs_t *hs, uint32_t verdict, uint8_t out[COLL_SHA256_BYTES])
+{
+    coll_hs_welcome_mac(hs->secret, hs->hello, verdict, out);
 }
 
 static void write_prefix(uint8_t *out, uint16_t kind)

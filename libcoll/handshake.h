@@ -50,4 +50,13 @@ coll_status_t coll_hs_progress(coll_hs_t *hs);
 /* Poll events the handshake waits for (EPOLLIN or EPOLLOUT). */
 uint32_t coll_hs_events(const coll_hs_t *hs);
 
+/* The MACs of HELLO (over "libcoll-hello", GREETING and the HELLO fields)
+ * and of WELCOME (over "libcoll-welcome", the whole HELLO and the
+ * verdict); exposed so that tests and fuzzers can play a peer that knows
+ * the secret. */
+void coll_hs_hello_mac(const uint8_t *secret, const uint8_t greeting[COLL_GREETING_BYTES],
+                       const uint8_t hello[COLL_HELLO_BYTES], uint8_t out[COLL_SHA256_BYTES]);
+void coll_hs_welcome_mac(const uint8_t *secret, const uint8_t hello[COLL_HELLO_BYTES],
+                         uint32_t verdict, uint8_t out[COLL_SHA256_BYTES]);
+
 #endif /* COLL_HANDSHAKE_H */

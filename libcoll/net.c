@@ -152,11 +152,12 @@ coll_status_t coll_addr_resolve(const char *host, int port, const char *what,
 }
 
 /* NCCL_SOCKET_IFNAME semantics: "^" excludes, "=" asks for exact names,
- * otherwise each comma-separated entry is a prefix. */
+ * otherwise each comma-separated entry is a prefix; empty entries match
+ * nothing. Walks the spec in place: a copy into a fixed buffer would cut
+ * a long spec and silently change what it selects. */
 int coll_ifname_match(const char *spec, const char *name)
 {
     int exclude = 0, exact = 0, hit = 0;
-    char buf[256];
 
     if (spec[0] == '^') {
         exclude = 1;
@@ -166,10 +167,14 @@ int coll_ifname_match(const char *spec, const char *name)
         exact = 1;
         spec++;
     }
-    snprintf(buf, sizeof(buf), "%s", spec);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !hit;
-         tok = strtok_r(NULL, ",", &save))
-        hit = exact ? strcmp(name, tok) == 0 : strncmp(name, tok, strlen(tok)) == 0;
+    for (const char *tok = spec; !hit; tok++) {
+        size_t n = strcspn(tok, ",");
+        if (n > 0)
+            hit = strncmp(name, tok, n) == 0 && (!exact || name[n] == '\0');
+        tok += n;
+        if (*tok == '\0')
+            break;
+    }
     return exclude ? !hit : hit;
 }
 
@@ -310,6 +315,11 @@ coll_status_t coll_sock_listen(const coll_addr_t *addr, int reuse, int *fd_p,
 
 coll_status_t coll_sock_connect_start(const coll_addr_t *addr, int *fd_p)
 {
+    return coll_sock_connect_buf(addr, 0, fd_p);
+}
+
+coll_status_t coll_sock_connect_buf(const coll_addr_t *addr, int bufsize, int *fd_p)
+{
     char str[COLL_ADDRSTR_LEN];
     int fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
@@ -317,6 +327,10 @@ coll_status_t coll_sock_connect_start(const coll_addr_t *addr, int *fd_p)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_SYSTEM, "socket() failed: %s",
                           strerror(errno));
     coll_sock_tune(fd);
+    if (bufsize > 0) { /* before connect: the SYN announces the window scale */
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsize, sizeof(bufsize));
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufsize, sizeof(bufsize));
+    }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)); /* see tcp_iface_open */
     if (connect(fd, (const struct sockaddr *)&addr->ss, addr->len) != 0 &&
         errno != EINPROGRESS) {

@@ -53,6 +53,9 @@ coll_status_t coll_sock_listen(const coll_addr_t *addr, int reuse, int *fd_p,
 /* Start a non-blocking connect. *fd_p is set even when the connect is
  * still in progress; check with coll_sock_connect_result(). */
 coll_status_t coll_sock_connect_start(const coll_addr_t *addr, int *fd_p);
+/* The same with SO_SNDBUF and SO_RCVBUF set to bufsize first (0: leave the
+ * kernel's autotuning). */
+coll_status_t coll_sock_connect_buf(const coll_addr_t *addr, int bufsize, int *fd_p);
 /* 0 when connected, EINPROGRESS while pending, else the errno. */
 int coll_sock_connect_result(int fd);
 /* Accept one pending connection (non-blocking); -1 with errno EAGAIN when

@@ -68,6 +68,17 @@ int coll_parse_bool(const char *text, int *value_p)
     return -1;
 }
 
+/* Length of the leading "digits[.digits]"; 0 when text does not start
+ * with a digit. strtod alone would also take "5.", "1e3", "0x1p4" and
+ * leading blanks, which the documented grammar does not. */
+static size_t decimal_len(const char *text)
+{
+    size_t n = strspn(text, "0123456789");
+    if (n && text[n] == '.' && isdigit((unsigned char)text[n + 1]))
+        n += 1 + strspn(text + n + 1, "0123456789");
+    return n;
+}
+
 /* A non-negative decimal number with an optional fraction, then a suffix;
  * the number times the suffix's scale must fit in 63 bits. */
 static int parse_scaled(const char *text, const char *const *suffixes,
@@ -75,12 +86,13 @@ static int parse_scaled(const char *text, const char *const *suffixes,
 {
     char *end;
     double v;
+    size_t n = text ? decimal_len(text) : 0;
 
-    if (!text || !isdigit((unsigned char)text[0]))
+    if (n == 0)
         return -1;
     errno = 0;
     v = strtod(text, &end);
-    if (errno || v < 0)
+    if (errno || v < 0 || end != text + n)
         return -1;
     for (size_t i = 0; i < nsuffix; i++) {
         if (strcasecmp(end, suffixes[i]) == 0) {

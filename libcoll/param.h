@@ -45,8 +45,30 @@ typedef enum coll_param_type {
     X(TCP_EAGER_LIMIT, COLL_PARAM_SIZE, "64K",                                           \
       "TCP messages up to this size are sent at once; larger ones wait for the "         \
       "receiver (rendezvous) so that no large buffer is allocated on the receiver")      \
+    X(NSOCKS, COLL_PARAM_INT, "4",                                                       \
+      "TCP sockets per peer (1..16; a pair uses the smaller of its two settings): large " \
+      "messages are striped across them in COLL_TCP_CHUNK pieces")                       \
+    X(TCP_CHUNK, COLL_PARAM_SIZE, "128K",                                                \
+      "Piece of a large TCP message handed to one socket, and the most unsent bytes a "  \
+      "socket keeps in the kernel (TCP_NOTSENT_LOWAT): bounds how long a clear-to-send " \
+      "waits behind data going the other way")                                           \
+    X(SOCKET_BUFSIZE, COLL_PARAM_SIZE, "0",                                              \
+      "SO_SNDBUF and SO_RCVBUF of TCP data sockets; 0 keeps the kernel's autotuning "    \
+      "(which grows to net.ipv4.tcp_wmem/tcp_rmem)")                                     \
+    X(COST_PROBE, COLL_PARAM_SIZE, "2M",                                                 \
+      "Bytes of the link probe at communicator creation: every rank sends this much to " \
+      "its ring neighbour (after a ping-pong for latency) and the slowest link sets the " \
+      "cost model's alpha and beta; 0 uses the transports' fixed figures. Must be the "  \
+      "same on every rank (init fails at once, naming both values, if not)")             \
+    X(LINK_BANDWIDTH, COLL_PARAM_SIZE, "0",                                              \
+      "Bytes per second of the slowest link for the cost model (e.g. 119M for 1 Gbit/s), " \
+      "instead of the probe's or the transport's figure; 0: not forced")                 \
+    X(LINK_LATENCY, COLL_PARAM_DURATION, "0",                                            \
+      "Seconds per message (alpha) for the cost model, e.g. 20us, instead of the "       \
+      "probe's or the transport's figure; 0: not forced")                                \
     X(POLL_SPIN, COLL_PARAM_DURATION, "20us",                                            \
-      "How long a waiting thread polls before it sleeps in the kernel")                  \
+      "How long a waiting thread polls (yielding the core between polls) before it "    \
+      "sleeps in the kernel")                                                            \
     X(SHM_RING_SIZE, COLL_PARAM_SIZE, "256K",                                            \
       "Shared-memory transport: bytes of each ring (one per direction and pair of "      \
       "ranks on a host, in /dev/shm; a power of two, 16K to 64M); the same on every "    \

@@ -62,11 +62,17 @@ enum coll_boot_frame {
 #define COLL_BOOT_HDR_BYTES 8
 
 /* Caps on wire lengths. */
-#define COLL_WIRE_PEERINFO_MAX 1024   /* one rank's serialized info */
 #define COLL_WIRE_ERRTEXT_MAX 512     /* error texts */
 #define COLL_WIRE_NRANKS_MAX (1 << 20)
 #define COLL_TP_ADDR_MAX 128          /* one transport's address blob */
 #define COLL_TP_MAX 8                 /* transports per rank */
+#define COLL_WIRE_HOSTNAME_BYTES 64
+/* One rank's serialized info at its largest (rank, pid, host hash,
+ * hostname, count, then per transport id, length and blob): 1140 bytes.
+ * The cap is exactly that, so that every info the encoder can produce
+ * goes through the bootstrap. */
+#define COLL_WIRE_PEERINFO_MAX                                                         \
+    (4 + 4 + 8 + COLL_WIRE_HOSTNAME_BYTES + 4 + COLL_TP_MAX * (2 + 2 + COLL_TP_ADDR_MAX))
 
 /* ---- little-endian codec with bounds checks ----------------------------- */
 

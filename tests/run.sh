@@ -1,12 +1,44 @@
 #!/bin/sh
-# run.sh BUILD_DIR: run every test program, print a summary, fail if any failed.
+# run.sh BUILD_DIR [TEST...]: run the test programs (all, or the ones named),
+# print a summary, fail if any failed. Under COLL_TEST_SANITIZER (asan or
+# tsan, set by make test-sanitize) the programs that cannot run sanitized
+# are skipped, each with its reason.
 build=${1:-build}
+[ $# -gt 0 ] && shift
 export COLL_TEST_BUILD="$build"
-pass=0; fail=0; failed=""
+pass=0; fail=0; skip=0; failed=""
 start=$(date +%s)
-for t in "$build"/tests/test_*; do
-    [ -x "$t" ] || continue
+
+# Why a test cannot run under the sanitizer $COLL_TEST_SANITIZER; empty if it can.
+sanitizer_skip() {
+    case "$COLL_TEST_SANITIZER:$1" in
+    :*) ;;
+    *:test_install)
+        echo "make install relinks the library without the sanitizer runtime" ;;
+    *:test_bench|*:test_compare|*:test_cluster)
+        echo "runs the benchmarks and the peers, which are measured, not sanitized" ;;
+    esac
+}
+
+if [ $# -gt 0 ]; then
+    tests=""
+    for n in "$@"; do tests="$tests $build/tests/$n"; done
+else
+    tests=$(ls "$build"/tests/test_* 2>/dev/null)
+fi
+for t in $tests; do
     name=$(basename "$t")
+    why=$(sanitizer_skip "$name")
+    if [ -n "$why" ]; then
+        skip=$((skip + 1))
+        echo "== $name: skipped: $why"
+        continue
+    fi
+    if [ ! -x "$t" ]; then
+        fail=$((fail + 1)); failed="$failed $name"
+        echo "== $name: FAILED (not built)"
+        continue
+    fi
     t0=$(date +%s)
     if "$t"; then
         pass=$((pass + 1)); verdict=ok
@@ -15,5 +47,5 @@ for t in "$build"/tests/test_*; do
     fi
     echo "== $name: $verdict ($(( $(date +%s) - t0 )) s)"
 done
-echo "== $pass test programs passed, $fail failed in $(( $(date +%s) - start )) s${failed:+:$failed}"
+echo "== ${COLL_TEST_SANITIZER:+$COLL_TEST_SANITIZER: }$pass test programs passed, $fail failed${skip:+, $skip skipped} in $(( $(date +%s) - start )) s${failed:+:$failed}"
 [ "$fail" -eq 0 ]

@@ -227,8 +227,11 @@ static int summary_rows(const char *out, row_t *rows, int max)
 }
 
 /* Every row present, no wrong element; a link never carries more than its
- * rate. busbw's time is a mean over ranks, so at 64 KiB, where ranks that
- * finish early weigh most, only the slowest rank's figure is held to it. */
+ * rate. Only from 256 KiB: below, a call moves less per link than the tbf
+ * bucket holds (125 KB at 1 Gbit/s, refilled between calls), so it may
+ * rightly run faster than the rate: since the link probe prices the link,
+ * a 64 KiB all-reduce runs as a ring (96 KB per link) and reached 120%
+ * of it (p50); by recursive doubling (128 KB per link) it stayed under. */
 static void assert_sweep_ok(const char *out)
 {
     row_t rows[16];
@@ -240,11 +243,12 @@ static void assert_sweep_ok(const char *out)
         const row_t *w = &rows[i];
         ck_assert_msg(w->wrong == 0, "%zu B %s: %ld wrong", w->size, w->place, w->wrong);
         ck_assert_msg(w->pct > 0 && w->pct_p50 > 0, "%zu B: no bandwidth", w->size);
+        if (w->size < 256 * 1024)
+            continue;
         ck_assert_msg(w->pct_p50 <= 110, "%zu B %s: %.1f%% of the link rate (p50)", w->size,
                       w->place, w->pct_p50);
-        if (w->size >= 256 * 1024)
-            ck_assert_msg(w->pct <= 110, "%zu B %s: %.1f%% of the link rate", w->size,
-                          w->place, w->pct);
+        ck_assert_msg(w->pct <= 110, "%zu B %s: %.1f%% of the link rate", w->size,
+                      w->place, w->pct);
     }
 }
 

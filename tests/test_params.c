@@ -8,8 +8,10 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "algorithms.h"
 #include "harness.h"
 #include "log.h"
+#include "net.h"
 #include "param.h"
 #include "sha256.h"
 
@@ -23,7 +25,10 @@ START_TEST(test_parse_duration)
         {"20us", 20000ull},       {"5m", 300000000000ull},   {"1h", 3600000000000ull},
         {"0.5s", 500000000ull},   {"0", 0},
     };
-    static const char *bad[] = {"", "abc", "-5s", "10 s", "5x", "s", "1e400", " 5"};
+    /* "5.", "1e3" and hex floats are strtod's, not the documented grammar
+     * (found by fuzz_params). */
+    static const char *bad[] = {"", "abc", "-5s", "10 s", "5x", "s", "1e400", " 5",
+                                "5.", "5.s", "1e3", "0x10", "0x1p3s", ".5"};
     uint64_t v;
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         ck_assert_msg(coll_parse_duration_ns(ok[i].text, &v) == 0, "rejected '%s'", ok[i].text);
@@ -195,6 +200,35 @@ START_TEST(test_sha256_vectors)
 }
 END_TEST
 
+/* Found by fuzz_env: long specs were cut to a fixed buffer, so that their
+ * tail was ignored (an interface never matched, a bad COLL_ALGO item was
+ * accepted), and a refused COLL_ALGO had already overwritten the table. */
+START_TEST(test_long_specs)
+{
+    char spec[1024];
+    const coll_algo_t *forced[COLL_NUM_COLLS];
+
+    memset(spec, 'a', 300);
+    snprintf(spec + 300, sizeof(spec) - 300, ",eth0");
+    ck_assert_int_eq(coll_ifname_match(spec, "eth0"), 1);
+    ck_assert_int_eq(coll_ifname_match("=eth,ib", "eth0"), 0);
+    ck_assert_int_eq(coll_ifname_match("=eth,,ib0", "ib0"), 1);
+    ck_assert_int_eq(coll_ifname_match("^lo,docker", "lo"), 0);
+
+    spec[0] = '\0';
+    for (int i = 0; i < 40; i++)
+        strcat(spec, "allreduce:ring,");
+    strcat(spec, "bcast:nosuch");
+    for (int c = 0; c < COLL_NUM_COLLS; c++)
+        forced[c] = NULL;
+    ck_assert_int_eq(coll_algo_parse_forced(spec, forced), COLL_ERR_INVALID_ARG);
+    ck_assert_ptr_null(forced[COLL_ALLREDUCE]);
+    ck_assert_int_eq(coll_algo_parse_forced("allreduce:ring,bcast:nosuch", forced),
+                     COLL_ERR_INVALID_ARG);
+    ck_assert_ptr_null(forced[COLL_ALLREDUCE]);
+}
+END_TEST
+
 static Suite *params_suite(void)
 {
     Suite *s = suite_create("params");
@@ -206,6 +240,7 @@ static Suite *params_suite(void)
     tcase_add_test(tc, test_env_doc_complete);
     tcase_add_test(tc, test_log_filters);
     tcase_add_test(tc, test_sha256_vectors);
+    tcase_add_test(tc, test_long_specs);
     suite_add_tcase(s, tc);
     return s;
 }

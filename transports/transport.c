@@ -53,25 +53,33 @@ void coll_peer_info_encode(const coll_peer_info_t *info, coll_wbuf_t *w)
     }
 }
 
+/* Strict: a hostname without its terminating NUL or an address blob over
+ * its cap is malformed (the encoder never writes one), and *info is
+ * written only when the whole record parsed. */
 coll_status_t coll_peer_info_decode(coll_rbuf_t *r, coll_peer_info_t *info)
 {
-    memset(info, 0, sizeof(*info));
-    info->rank = (uint32_t)coll_get_uint(r, 4);
-    info->pid = (uint32_t)coll_get_uint(r, 4);
-    info->host_hash = coll_get_uint(r, 8);
-    coll_get_bytes(r, info->hostname, sizeof(info->hostname));
-    info->hostname[sizeof(info->hostname) - 1] = '\0';
-    info->naddrs = (uint32_t)coll_get_uint(r, 4);
-    if (r->underflow || info->naddrs > COLL_TP_MAX)
+    coll_peer_info_t out;
+
+    memset(&out, 0, sizeof(out));
+    out.rank = (uint32_t)coll_get_uint(r, 4);
+    out.pid = (uint32_t)coll_get_uint(r, 4);
+    out.host_hash = coll_get_uint(r, 8);
+    coll_get_bytes(r, out.hostname, sizeof(out.hostname));
+    out.naddrs = (uint32_t)coll_get_uint(r, 4);
+    if (r->underflow || out.hostname[sizeof(out.hostname) - 1] != '\0' ||
+        out.naddrs > COLL_TP_MAX)
         return COLL_ERR_PROTOCOL;
-    for (uint32_t i = 0; i < info->naddrs; i++) {
-        info->addrs[i].tp_id = (uint16_t)coll_get_uint(r, 2);
-        info->addrs[i].len = (uint16_t)coll_get_uint(r, 2);
-        if (info->addrs[i].len > COLL_TP_ADDR_MAX)
+    for (uint32_t i = 0; i < out.naddrs; i++) {
+        out.addrs[i].tp_id = (uint16_t)coll_get_uint(r, 2);
+        out.addrs[i].len = (uint16_t)coll_get_uint(r, 2);
+        if (out.addrs[i].len > COLL_TP_ADDR_MAX)
             return COLL_ERR_PROTOCOL;
-        coll_get_bytes(r, info->addrs[i].data, info->addrs[i].len);
+        coll_get_bytes(r, out.addrs[i].data, out.addrs[i].len);
     }
-    return r->underflow ? COLL_ERR_PROTOCOL : COLL_OK;
+    if (r->underflow)
+        return COLL_ERR_PROTOCOL;
+    *info = out;
+    return COLL_OK;
 }
 
 const coll_tp_addr_t *coll_peer_info_addr(const coll_peer_info_t *info, uint16_t tp_id)

@@ -59,7 +59,7 @@ typedef struct coll_peer_info {
     uint32_t rank;
     uint32_t pid;
     uint64_t host_hash; /* equal for ranks that can share memory */
-    char hostname[64];
+    char hostname[COLL_WIRE_HOSTNAME_BYTES];
     uint32_t naddrs;
     coll_tp_addr_t addrs[COLL_TP_MAX];
 } coll_peer_info_t;

@@ -140,6 +140,43 @@ FILE *bench_open_output(const char *prog, const char *path)
     return f;
 }
 
+void *bench_alloc_or_abort(const char *prog, coll_comm_t comm, int rank, size_t bytes,
+                           const char *what)
+{
+    void *p = NULL;
+
+    if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0) {
+        fprintf(stderr, "%s: rank %d: cannot allocate %zu bytes for %s\n", prog, rank, bytes,
+                what);
+        fflush(NULL);
+        coll_comm_abort(comm);
+        exit(BENCH_EXIT_FAIL);
+    }
+    memset(p, 0, bytes ? bytes : 1); /* fault the pages in before timing */
+    return p;
+}
+
+void bench_open_outputs(const char *prog, coll_comm_t comm, int rank, const char *csv_path,
+                        const char *json_path, FILE **csv_p, FILE **json_p)
+{
+    coll_status_t st;
+    int ok = 1;
+
+    if (rank == 0) {
+        if (csv_path && !(*csv_p = bench_open_output(prog, csv_path)))
+            ok = 0;
+        if (ok && json_path && !(*json_p = bench_open_output(prog, json_path)))
+            ok = 0;
+    }
+    st = coll_broadcast(&ok, &ok, 1, COLL_INT32, 0, comm);
+    if (st != COLL_OK)
+        bench_die(prog, comm, "coll_broadcast (output files ready)", st);
+    if (!ok) { /* rank 0 said which file */
+        coll_comm_destroy(comm);
+        exit(BENCH_EXIT_FAIL);
+    }
+}
+
 int bench_close_output(FILE *f)
 {
     if (!f)
@@ -147,6 +184,20 @@ int bench_close_output(FILE *f)
     if (f == stdout)
         return fflush(f) == 0 ? 0 : -1;
     return fclose(f) == 0 ? 0 : -1;
+}
+
+int bench_close_outputs(const char *prog, FILE *csv, FILE *json)
+{
+    int bad = 0;
+
+    if (json) {
+        fprintf(json, "\n]}\n");
+        bad |= bench_close_output(json);
+    }
+    bad |= bench_close_output(csv);
+    if (bad)
+        fprintf(stderr, "%s: writing the output files failed\n", prog);
+    return bad;
 }
 
 void bench_json_string(FILE *f, const char *s)

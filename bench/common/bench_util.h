@@ -61,9 +61,21 @@ double bench_percentile(double *values, size_t n, double p);
 /* Open an output file named on the command line; "-" is stdout. Prints
  * the reason and returns NULL on failure. */
 FILE *bench_open_output(const char *prog, const char *path);
+/* A page-aligned, zeroed (so faulted in before timing) buffer; on failure
+ * a message naming the rank, then abort the communicator (the others fail
+ * at once instead of at their deadline) and exit(BENCH_EXIT_FAIL). */
+void *bench_alloc_or_abort(const char *prog, coll_comm_t comm, int rank, size_t bytes,
+                           const char *what);
+/* Rank 0 opens the CSV and JSON files (a NULL path: none); every rank
+ * learns whether it could, and all exit(BENCH_EXIT_FAIL) together if not. */
+void bench_open_outputs(const char *prog, coll_comm_t comm, int rank, const char *csv_path,
+                        const char *json_path, FILE **csv_p, FILE **json_p);
 /* Close what bench_open_output opened; 0 on success. */
 int bench_close_output(FILE *f);
 
+/* End the JSON document ("results" array and object) and close both
+ * files (either may be NULL); non-zero, with a message, if writing failed. */
+int bench_close_outputs(const char *prog, FILE *csv, FILE *json);
 /* Write s as a JSON string literal (quotes and escapes included). */
 void bench_json_string(FILE *f, const char *s);
 

@@ -2,8 +2,10 @@
  * tcp.h: the TCP transport's objects (one file each: tcp_iface.c,
  * tcp_ep.c, tcp_msg.c) and its frame format.
  *
- * One authenticated socket per peer pair, opened by the higher rank. After
- * the handshake every frame starts with a 32-byte header:
+ * Each peer pair shares COLL_NSOCKS authenticated sockets (the smaller of
+ * the two ranks' settings, published in the address blob), all opened by
+ * the higher rank; the handshake's round field carries the socket index.
+ * After the handshake every frame starts with a 32-byte header:
  *   u8 type, u8 flags, u16 zero, u32 id, u64 tag, u64 len, u64 aux
  *
  *   EAGER  tag, len, payload       messages <= COLL_TCP_EAGER_LIMIT
@@ -13,9 +15,18 @@
  *   BYE    no fields               the peer destroyed its communicator
  *   ABORT  len, payload = reason   the peer's communicator failed
  *
- * Large messages wait for the receive (RTS/CTS) so that a receiver never
- * allocates more than the eager limit for a message nobody asked for, and
- * DATA lands directly in the user's buffer.
+ * Matching order: EAGER and RTS travel on socket 0 only, so messages are
+ * matched in the order they were sent. DATA chunks carry their offset and
+ * go on whichever socket is free first (striping); they land directly in
+ * the matched receive buffer, in any order. BYE goes on every socket after
+ * the last chunk queued on it, and the peer counts as gone once all of them
+ * arrived; ABORT goes on every socket, so the reason arrives whichever
+ * socket the peer reads first.
+ *
+ * Head-of-line: control frames (CTS above all) go ahead of queued data, a
+ * socket holds at most one data chunk in our queue, and TCP_NOTSENT_LOWAT
+ * keeps the kernel's unsent backlog small, so a CTS waits for at most one
+ * chunk plus that backlog rather than for megabytes of the other direction.
  */
 #ifndef COLL_TCP_H
 #define COLL_TCP_H
@@ -27,11 +38,14 @@
 #define TCP_HDR_BYTES 32
 /* Largest eager payload a receiver accepts, whatever the sender's limit. */
 #define TCP_EAGER_MAX (4u << 20)
-/* Rendezvous payloads go out in DATA frames of at most this many bytes,
- * taking turns with other frames: a small message never waits behind a
- * whole large one, and an abort notice is never more than one chunk away
- * from a frame boundary. */
-#define TCP_DATA_CHUNK (1u << 20)
+/* Sockets per peer: COLL_NSOCKS is capped here (the address blob and the
+ * endpoint hold a fixed array). */
+#define TCP_NSOCKS_MAX 16
+/* Bytes read ahead into a socket's staging buffer when a header is due:
+ * one recv then usually brings the header and a small payload together. */
+#define TCP_RXBUF 4096
+/* The address blob: the wire address, then the sender's socket count. */
+#define TCP_ADDR_BYTES (COLL_WIRE_ADDR_BYTES + 1)
 
 enum tcp_frame_type {
     TCP_EAGER = 1,
@@ -55,23 +69,24 @@ typedef struct tcp_hdr {
 void tcp_hdr_encode(const tcp_hdr_t *h, uint8_t out[TCP_HDR_BYTES]);
 void tcp_hdr_decode(const uint8_t in[TCP_HDR_BYTES], tcp_hdr_t *h);
 
-/* One frame in an endpoint's send queue. */
+/* One frame queued on a socket. */
 typedef struct tcp_tx {
     coll_list_t link;
     uint8_t hdr[TCP_HDR_BYTES];
     const uint8_t *payload;
     size_t payload_len;
     size_t off;            /* bytes of header + payload written */
-    coll_tp_req_t *req;    /* completed once written (EAGER, last DATA chunk) */
+    coll_tp_req_t *req;    /* EAGER: completed once written; DATA: the send */
     int heap;              /* control frame: free once written */
 } tcp_tx_t;
 
 /* Per-request state, kept in coll_tp_req_t.scratch. */
 typedef struct tcp_req_priv {
-    tcp_tx_t tx;
+    tcp_tx_t tx;           /* the EAGER or RTS frame */
     uint32_t id;           /* send: our id in RTS; recv: our id in CTS */
     uint32_t peer_id;      /* send: the receiver's id from CTS */
-    size_t data_off;       /* send: bytes of payload queued so far */
+    size_t data_off;       /* send: bytes of payload handed to sockets so far */
+    uint32_t inflight;     /* send: chunks being written on some socket */
 } tcp_req_priv_t;
 
 _Static_assert(sizeof(tcp_req_priv_t) <= COLL_TP_REQ_SCRATCH, "tcp request state too large");
@@ -81,11 +96,17 @@ static inline tcp_req_priv_t *tcp_priv(coll_tp_req_t *req)
     return (tcp_req_priv_t *)req->scratch;
 }
 
+/* A socket's state; the endpoint is ready once all of its sockets are. */
+enum tcp_conn_state {
+    TCP_CONN_CONNECTING,  /* non-blocking connect in flight */
+    TCP_CONN_HANDSHAKE,   /* connected, proving ourselves */
+    TCP_CONN_RETRY,       /* waiting to connect again */
+    TCP_CONN_WAIT_ACCEPT, /* the peer connects to us */
+    TCP_CONN_READY,
+};
+
 enum tcp_ep_state {
-    TCP_EP_CONNECTING,  /* non-blocking connect in flight */
-    TCP_EP_HANDSHAKE,   /* connected, proving ourselves */
-    TCP_EP_RETRY,       /* waiting to connect again */
-    TCP_EP_WAIT_ACCEPT, /* the peer connects to us */
+    TCP_EP_CONNECTING,  /* some socket is not ready yet */
     TCP_EP_READY,
     TCP_EP_CLOSED,
 };
@@ -97,23 +118,22 @@ enum tcp_rx_state {
 };
 
 typedef struct tcp_iface tcp_iface_t;
+typedef struct tcp_ep tcp_ep_t;
 
-typedef struct tcp_ep {
-    coll_tp_ep_t super;
-    tcp_iface_t *iface;
-    int state;
+/* One socket of an endpoint: its own send queue and receive state. */
+typedef struct tcp_conn {
+    tcp_ep_t *ep;
+    int idx;                  /* 0 carries EAGER, RTS and CTS */
+    int state;                /* enum tcp_conn_state */
     int fd;
     coll_ev_source_t src;
-    coll_addr_t peer_addr;
     coll_hs_t hs;
     uint64_t retry_at_ns;
-    coll_status_t error;      /* why it closed; COLL_OK while usable */
-    int peer_left;            /* got BYE */
-    int bye_queued;
-    int tx_errno;             /* a send failed; reported once the input is read */
-    int in_rx;                /* inside tcp_ep_on_readable */
 
-    coll_list_t txq;          /* tcp_tx_t */
+    coll_list_t ctlq;         /* frames not started: EAGER, RTS, CTS, BYE */
+    tcp_tx_t *cur;            /* the frame being written, if any */
+    tcp_tx_t data_tx;         /* this socket's data chunk (at most one) */
+    int bye_queued;
 
     int rx_state;
     uint8_t rx_hdr_buf[TCP_HDR_BYTES];
@@ -122,15 +142,36 @@ typedef struct tcp_ep {
     uint8_t *rx_dst;          /* where payload bytes go */
     size_t rx_left;
     coll_tp_req_t *rx_req;    /* receive being filled, if any */
+    int rx_drained;           /* the last recv came back short */
+    int got_bye;
+    int in_tx;                /* inside this socket's writer */
     coll_unexp_t *rx_ux;      /* unexpected eager message being filled */
     char rx_text[COLL_WIRE_ERRTEXT_MAX + 1];
+    uint8_t *rxbuf;           /* TCP_RXBUF staging bytes */
+    size_t rxbuf_off, rxbuf_len;
+} tcp_conn_t;
+
+struct tcp_ep {
+    coll_tp_ep_t super;
+    tcp_iface_t *iface;
+    int state;
+    coll_addr_t peer_addr;
+    coll_status_t error;      /* why it closed; COLL_OK while usable */
+    int peer_left;            /* got BYE on every socket */
+    int bye_pending;          /* leaving: BYE goes out once all data is queued */
+    int tx_errno;             /* a send failed; reported once the input is read */
+    int in_rx;                /* inside a receive loop */
+
+    int nconn;
+    tcp_conn_t conn[TCP_NSOCKS_MAX];
 
     coll_match_t match;
     coll_list_t rndv_sends;   /* sends waiting for CTS (req->link) */
+    coll_list_t active_sends; /* granted sends with chunks not yet handed out */
     coll_list_t rndv_recvs;   /* receives waiting for DATA (req->link) */
     uint32_t next_send_id;
     uint32_t next_recv_id;
-} tcp_ep_t;
+};
 
 /* An accepted connection still proving itself. */
 typedef struct tcp_pending {
@@ -148,8 +189,11 @@ struct tcp_iface {
     coll_addr_t addr;
     tcp_ep_t **eps;           /* by peer rank */
     coll_list_t pending;      /* tcp_pending_t */
-    int nretry;               /* endpoints in TCP_EP_RETRY */
+    int nretry;               /* sockets in TCP_CONN_RETRY */
     size_t eager_limit;
+    size_t chunk;             /* COLL_TCP_CHUNK */
+    int nsocks;               /* COLL_NSOCKS */
+    int bufsize;              /* COLL_SOCKET_BUFSIZE (0: the kernel's autotuning) */
 };
 
 /* tcp_ep.c */
@@ -161,19 +205,22 @@ coll_status_t tcp_ep_ready(coll_tp_ep_t *ep);
 coll_status_t tcp_ep_flush(coll_tp_ep_t *ep);
 coll_status_t tcp_ep_close(coll_tp_ep_t *ep, coll_status_t why, const char *reason);
 coll_status_t tcp_ep_destroy(coll_tp_ep_t *ep);
-void tcp_ep_attach(tcp_ep_t *ep, int fd, const char *peer_str);
-void tcp_ep_retry_due(tcp_ep_t *ep);
+void tcp_conn_attach(tcp_conn_t *c, int fd, const char *peer_str);
+void tcp_conn_retry_due(tcp_conn_t *c);
 void tcp_ep_fail(tcp_ep_t *ep, coll_status_t status, const char *fmt, ...) COLL_PRINTF(3, 4);
-void tcp_ep_update_events(tcp_ep_t *ep);
+void tcp_conn_update_events(tcp_conn_t *c);
+void tcp_conn_close_fd(tcp_conn_t *c);
+void tcp_sock_setup(int fd, const tcp_iface_t *iface);
 
 /* tcp_msg.c */
 coll_status_t tcp_ep_isend(coll_tp_ep_t *ep, coll_tp_req_t *req);
 coll_status_t tcp_ep_irecv(coll_tp_ep_t *ep, coll_tp_req_t *req);
-void tcp_ep_on_readable(tcp_ep_t *ep);
-void tcp_ep_on_writable(tcp_ep_t *ep);
-void tcp_tx_enqueue(tcp_ep_t *ep, tcp_tx_t *tx);
-coll_status_t tcp_tx_control(tcp_ep_t *ep, const tcp_hdr_t *h, const void *payload,
-                             size_t len);
+void tcp_conn_on_readable(tcp_conn_t *c);
+void tcp_conn_on_writable(tcp_conn_t *c);
+/* Start every ready socket that has nothing to write (new data or BYE). */
+void tcp_ep_kick(tcp_ep_t *ep);
+coll_status_t tcp_tx_control(tcp_ep_t *ep, tcp_conn_t *c, const tcp_hdr_t *h,
+                             const void *payload, size_t len, int urgent);
 void tcp_ep_fail_requests(tcp_ep_t *ep, coll_status_t status);
 /* Fail sends waiting for a clear-to-send and receives waiting for data. */
 void tcp_ep_fail_pending_rndv(tcp_ep_t *ep, coll_status_t status);

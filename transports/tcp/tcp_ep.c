@@ -1,10 +1,13 @@
 /*
- * tcp_ep.c: a TCP endpoint's life: connect (or wait to be accepted),
- * handshake, ready, and the ways it ends: a graceful goodbye, an abort
- * notice, or a failure that names the peer's rank and address.
+ * tcp_ep.c: a TCP endpoint's life: its sockets connect (or wait to be
+ * accepted) and prove themselves, the endpoint is ready once all of them
+ * are, and it ends in one of three ways: a graceful goodbye, an abort
+ * notice, or a failure that names the peer's rank and address. One socket
+ * failing fails the whole endpoint: the peer is gone either way.
  */
 #include <errno.h>
 #include <linux/sockios.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,60 +23,127 @@
 #define TCP_RETRY_DELAY_NS (50 * 1000000ull)
 #define TCP_ABORT_NOTICE_NS (250 * 1000000ull)
 
-static void ep_handler(void *arg, uint32_t events);
+static void conn_handler(void *arg, uint32_t events);
 
-static void ep_set_desc(tcp_ep_t *ep)
+/* Options of every data socket. The unsent backlog is bounded by one
+ * chunk: enough to keep the link busy between two writable events, small
+ * enough that a clear-to-send queued behind it leaves within a chunk's
+ * time on the wire (the head-of-line bound of tcp.h). */
+void tcp_sock_setup(int fd, const tcp_iface_t *iface)
+{
+    int lowat = (int)iface->chunk;
+
+    coll_sock_tune(fd);
+    setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat));
+    if (iface->bufsize > 0) {
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &iface->bufsize, sizeof(iface->bufsize));
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &iface->bufsize, sizeof(iface->bufsize));
+    }
+}
+
+static void ep_set_desc(tcp_ep_t *ep, const char *peer_str)
 {
     char addr[COLL_ADDRSTR_LEN];
     snprintf(ep->super.desc, sizeof(ep->super.desc), "rank %d (%s)", ep->super.peer,
-             coll_addr_str(&ep->peer_addr, addr));
+             peer_str ? peer_str : coll_addr_str(&ep->peer_addr, addr));
+}
+
+/* The peer's address and socket count from its blob (0 sockets: invalid). */
+static int peer_nsocks(const coll_peer_info_t *peer, coll_addr_t *addr)
+{
+    const coll_tp_addr_t *a = coll_peer_info_addr(peer, COLL_TP_TCP);
+
+    memset(addr, 0, sizeof(*addr));
+    if (!a || a->len != TCP_ADDR_BYTES || coll_addr_from_wire(a->data, addr) != 0)
+        return 0;
+    return a->data[COLL_WIRE_ADDR_BYTES];
+}
+
+static void ep_free(tcp_ep_t *ep)
+{
+    for (int i = 0; i < TCP_NSOCKS_MAX; i++)
+        free(ep->conn[i].rxbuf);
+    free(ep);
 }
 
 static tcp_ep_t *ep_alloc(tcp_iface_t *iface, const coll_peer_info_t *peer)
 {
-    const coll_tp_addr_t *a = coll_peer_info_addr(peer, COLL_TP_TCP);
     tcp_ep_t *ep = calloc(1, sizeof(*ep));
+    int theirs;
 
     if (!ep)
         return NULL;
     ep->super.iface = &iface->super;
     ep->super.peer = (int)peer->rank;
     ep->iface = iface;
-    ep->fd = -1;
-    ep->src.fd = -1;
-    if (!a || a->len != COLL_WIRE_ADDR_BYTES || coll_addr_from_wire(a->data, &ep->peer_addr))
-        memset(&ep->peer_addr, 0, sizeof(ep->peer_addr));
-    ep_set_desc(ep);
-    coll_list_init(&ep->txq);
+    ep->state = TCP_EP_CONNECTING;
+    theirs = peer_nsocks(peer, &ep->peer_addr);
+    /* Both sides use the smaller count, so they agree without a round trip. */
+    ep->nconn = COLL_MAX(1, COLL_MIN(iface->nsocks, theirs));
+    ep_set_desc(ep, NULL);
     coll_match_init(&ep->match);
     coll_list_init(&ep->rndv_sends);
+    coll_list_init(&ep->active_sends);
     coll_list_init(&ep->rndv_recvs);
-    ep->rx_state = TCP_RX_HDR;
+    for (int i = 0; i < ep->nconn; i++) {
+        tcp_conn_t *c = &ep->conn[i];
+        c->ep = ep;
+        c->idx = i;
+        c->fd = -1;
+        c->src.fd = -1;
+        c->rx_state = TCP_RX_HDR;
+        coll_list_init(&c->ctlq);
+        c->rxbuf = malloc(TCP_RXBUF);
+        if (!c->rxbuf) {
+            ep_free(ep);
+            return NULL;
+        }
+    }
     return ep;
 }
 
-static void ep_close_fd(tcp_ep_t *ep)
+void tcp_conn_close_fd(tcp_conn_t *c)
 {
-    if (ep->fd < 0)
+    if (c->fd < 0)
         return;
-    coll_evloop_del(ep->iface->super.params.evloop, &ep->src);
-    close(ep->fd);
-    ep->fd = -1;
+    coll_evloop_del(c->ep->iface->super.params.evloop, &c->src);
+    close(c->fd);
+    c->fd = -1;
 }
 
-void tcp_ep_update_events(tcp_ep_t *ep)
+static int conn_wants_write(const tcp_conn_t *c)
+{
+    const tcp_ep_t *ep = c->ep;
+    return c->cur || !coll_list_empty(&c->ctlq) ||
+           (ep->state == TCP_EP_READY && !coll_list_empty(&ep->active_sends));
+}
+
+void tcp_conn_update_events(tcp_conn_t *c)
 {
     uint32_t events;
 
-    if (ep->fd < 0)
+    if (c->fd < 0 || c->src.fd < 0)
         return;
-    if (ep->state == TCP_EP_CONNECTING)
+    if (c->state == TCP_CONN_CONNECTING)
         events = EPOLLOUT;
-    else if (ep->state == TCP_EP_HANDSHAKE)
-        events = coll_hs_events(&ep->hs);
+    else if (c->state == TCP_CONN_HANDSHAKE)
+        events = coll_hs_events(&c->hs);
+    else if (c->state == TCP_CONN_READY && c->ep->state == TCP_EP_READY)
+        events = EPOLLIN | (conn_wants_write(c) ? EPOLLOUT : 0);
     else
-        events = EPOLLIN | (coll_list_empty(&ep->txq) ? 0 : EPOLLOUT);
-    coll_evloop_mod(ep->iface->super.params.evloop, &ep->src, events);
+        events = 0; /* ready, waiting for its siblings: bytes wait in the kernel */
+    coll_evloop_mod(c->ep->iface->super.params.evloop, &c->src, events);
+}
+
+static void ep_close_fds(tcp_ep_t *ep)
+{
+    for (int i = 0; i < ep->nconn; i++) {
+        if (ep->conn[i].state == TCP_CONN_RETRY) {
+            ep->iface->nretry--;
+            ep->conn[i].state = TCP_CONN_CONNECTING;
+        }
+        tcp_conn_close_fd(&ep->conn[i]);
+    }
 }
 
 void tcp_ep_fail(tcp_ep_t *ep, coll_status_t status, const char *fmt, ...)
@@ -86,11 +156,9 @@ void tcp_ep_fail(tcp_ep_t *ep, coll_status_t status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (ep->state == TCP_EP_RETRY)
-        ep->iface->nretry--;
     ep->state = TCP_EP_CLOSED;
     ep->error = status;
-    ep_close_fd(ep);
+    ep_close_fds(ep);
     /* The core records the cause first, so that the requests failing next
      * are reported as part of it rather than on their own. */
     ep->iface->super.params.ep_failed(ep->iface->super.params.core, ep->super.peer, status,
@@ -98,67 +166,77 @@ void tcp_ep_fail(tcp_ep_t *ep, coll_status_t status, const char *fmt, ...)
     tcp_ep_fail_requests(ep, status);
 }
 
-static void ep_start_connect(tcp_ep_t *ep)
+static void conn_start_connect(tcp_conn_t *c)
 {
+    tcp_ep_t *ep = c->ep;
     const coll_tp_params_t *pr = &ep->iface->super.params;
     int fd;
 
-    if (coll_sock_connect_start(&ep->peer_addr, &fd) != COLL_OK) {
+    if (coll_sock_connect_buf(&ep->peer_addr, ep->iface->bufsize, &fd) != COLL_OK) {
         tcp_ep_fail(ep, COLL_ERR_UNREACHABLE, "cannot connect to %s: %s", ep->super.desc,
                     coll_error_thread());
         return;
     }
-    ep->fd = fd;
-    ep->state = TCP_EP_CONNECTING;
-    if (coll_evloop_add(pr->evloop, &ep->src, fd, EPOLLOUT, ep_handler, ep) != COLL_OK)
+    tcp_sock_setup(fd, ep->iface);
+    c->fd = fd;
+    c->state = TCP_CONN_CONNECTING;
+    if (coll_evloop_add(pr->evloop, &c->src, fd, EPOLLOUT, conn_handler, c) != COLL_OK)
         tcp_ep_fail(ep, COLL_ERR_SYSTEM, "cannot watch the socket to %s", ep->super.desc);
 }
 
 /* A connection attempt failed in a way a later attempt may not: the peer's
  * backlog was full, or its accept side dropped us while it was busy. */
-static void ep_schedule_retry(tcp_ep_t *ep, const char *why)
+static void conn_schedule_retry(tcp_conn_t *c, const char *why)
 {
+    tcp_ep_t *ep = c->ep;
     const coll_tp_params_t *pr = &ep->iface->super.params;
 
-    ep_close_fd(ep);
+    tcp_conn_close_fd(c);
     if (coll_time_ns() + TCP_RETRY_DELAY_NS > pr->connect_deadline_ns) {
         tcp_ep_fail(ep, COLL_ERR_UNREACHABLE, "cannot connect to %s: %s (gave up at the "
                     "deadline)", ep->super.desc, why);
         return;
     }
-    COLL_INFO(COLL_SUBSYS_NET, "rank %d: tcp: connecting to %s failed (%s), retrying",
-              pr->rank, ep->super.desc, why);
-    ep->state = TCP_EP_RETRY;
-    ep->retry_at_ns = coll_time_ns() + TCP_RETRY_DELAY_NS;
+    COLL_INFO(COLL_SUBSYS_NET, "rank %d: tcp: connecting socket %d to %s failed (%s), "
+              "retrying", pr->rank, c->idx, ep->super.desc, why);
+    c->state = TCP_CONN_RETRY;
+    c->retry_at_ns = coll_time_ns() + TCP_RETRY_DELAY_NS;
     ep->iface->nretry++;
 }
 
-void tcp_ep_retry_due(tcp_ep_t *ep)
+void tcp_conn_retry_due(tcp_conn_t *c)
 {
-    if (coll_time_ns() < ep->retry_at_ns)
+    if (coll_time_ns() < c->retry_at_ns)
         return;
-    ep->iface->nretry--;
-    ep_start_connect(ep);
+    c->ep->iface->nretry--;
+    conn_start_connect(c);
 }
 
-static void ep_become_ready(tcp_ep_t *ep)
+static void conn_become_ready(tcp_conn_t *c)
 {
+    tcp_ep_t *ep = c->ep;
+
+    c->state = TCP_CONN_READY;
+    for (int i = 0; i < ep->nconn; i++)
+        if (ep->conn[i].state != TCP_CONN_READY)
+            return;
     ep->state = TCP_EP_READY;
-    COLL_INFO(COLL_SUBSYS_NET, "rank %d: tcp: connected to %s", ep->iface->super.params.rank,
-              ep->super.desc);
-    tcp_ep_on_writable(ep); /* sends posted while connecting */
-    tcp_ep_update_events(ep);
+    COLL_INFO(COLL_SUBSYS_NET, "rank %d: tcp: connected to %s (%d socket%s)",
+              ep->iface->super.params.rank, ep->super.desc, ep->nconn,
+              ep->nconn > 1 ? "s" : "");
+    tcp_ep_kick(ep); /* sends posted while connecting */
 }
 
-static void ep_connect_step(tcp_ep_t *ep)
+static void conn_connect_step(tcp_conn_t *c)
 {
+    tcp_ep_t *ep = c->ep;
     const coll_tp_params_t *pr = &ep->iface->super.params;
-    int err = coll_sock_connect_result(ep->fd);
+    int err = coll_sock_connect_result(c->fd);
 
     if (err == EINPROGRESS)
         return;
     if (err == ECONNREFUSED || err == ETIMEDOUT) {
-        ep_schedule_retry(ep, strerror(err));
+        conn_schedule_retry(c, strerror(err));
         return;
     }
     if (err != 0) {
@@ -171,63 +249,75 @@ static void ep_connect_step(tcp_ep_t *ep)
     fields.src_rank = (uint32_t)pr->rank;
     fields.dst_rank = (uint32_t)ep->super.peer;
     fields.nranks = (uint32_t)pr->nranks;
-    coll_hs_client_start(&ep->hs, ep->fd, &ep->peer_addr, &fields, pr->secret,
+    fields.round = (uint32_t)c->idx;
+    coll_hs_client_start(&c->hs, c->fd, &ep->peer_addr, &fields, pr->secret,
                          pr->connect_deadline_ns);
-    ep->state = TCP_EP_HANDSHAKE;
+    c->state = TCP_CONN_HANDSHAKE;
 }
 
-static void ep_handshake_step(tcp_ep_t *ep)
+static void conn_handshake_step(tcp_conn_t *c)
 {
-    coll_status_t st = coll_hs_progress(&ep->hs);
+    coll_status_t st = coll_hs_progress(&c->hs);
 
     if (st == COLL_INPROGRESS)
         return;
     if (st == COLL_OK)
-        ep_become_ready(ep);
+        conn_become_ready(c);
     else if (st == COLL_ERR_PEER_FAILED)
-        ep_schedule_retry(ep, ep->hs.errmsg); /* dropped before it knew us */
+        conn_schedule_retry(c, c->hs.errmsg); /* dropped before it knew us */
     else
-        tcp_ep_fail(ep, st, "handshake with %s failed: %s", ep->super.desc, ep->hs.errmsg);
+        tcp_ep_fail(c->ep, st, "handshake with %s failed: %s", c->ep->super.desc,
+                    c->hs.errmsg);
 }
 
-static void ep_handler(void *arg, uint32_t events)
+static void conn_handler(void *arg, uint32_t events)
 {
-    tcp_ep_t *ep = arg;
+    tcp_conn_t *c = arg;
+    tcp_ep_t *ep = c->ep;
 
-    switch (ep->state) {
-    case TCP_EP_CONNECTING:
-        ep_connect_step(ep);
-        if (ep->state != TCP_EP_HANDSHAKE)
+    switch (c->state) {
+    case TCP_CONN_CONNECTING:
+        conn_connect_step(c);
+        if (c->state != TCP_CONN_HANDSHAKE)
             break;
         __attribute__((fallthrough)); /* the greeting may already be here */
-    case TCP_EP_HANDSHAKE:
-        ep_handshake_step(ep);
+    case TCP_CONN_HANDSHAKE:
+        conn_handshake_step(c);
         break;
-    case TCP_EP_READY:
+    case TCP_CONN_READY:
+        if (ep->state != TCP_EP_READY) {
+            if (events & (EPOLLERR | EPOLLHUP))
+                tcp_ep_fail(ep, COLL_ERR_UNREACHABLE, "%s closed socket %d while the others "
+                            "were connecting", ep->super.desc, c->idx);
+            break;
+        }
         if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
-            tcp_ep_on_readable(ep);
+            tcp_conn_on_readable(c);
         if ((events & EPOLLOUT) && ep->state == TCP_EP_READY)
-            tcp_ep_on_writable(ep);
+            tcp_conn_on_writable(c);
         break;
     default:
         break;
     }
-    tcp_ep_update_events(ep);
+    if (ep->state != TCP_EP_CLOSED)
+        tcp_conn_update_events(c);
 }
 
-/* An accepted connection proved it is `ep`'s peer. */
-void tcp_ep_attach(tcp_ep_t *ep, int fd, const char *peer_str)
+/* An accepted connection proved it is socket c of its peer. */
+void tcp_conn_attach(tcp_conn_t *c, int fd, const char *peer_str)
 {
+    tcp_ep_t *ep = c->ep;
     const coll_tp_params_t *pr = &ep->iface->super.params;
 
-    ep->fd = fd;
-    snprintf(ep->super.desc, sizeof(ep->super.desc), "rank %d (%s)", ep->super.peer,
-             peer_str);
-    if (coll_evloop_add(pr->evloop, &ep->src, fd, EPOLLIN, ep_handler, ep) != COLL_OK) {
+    c->fd = fd;
+    tcp_sock_setup(fd, ep->iface);
+    if (c->idx == 0)
+        ep_set_desc(ep, peer_str);
+    if (coll_evloop_add(pr->evloop, &c->src, fd, EPOLLIN, conn_handler, c) != COLL_OK) {
         tcp_ep_fail(ep, COLL_ERR_SYSTEM, "cannot watch the socket from %s", ep->super.desc);
         return;
     }
-    ep_become_ready(ep);
+    conn_become_ready(c);
 }
 
 coll_status_t tcp_ep_connect(coll_tp_iface_t *tiface, const coll_peer_info_t *peer,
@@ -239,12 +329,13 @@ coll_status_t tcp_ep_connect(coll_tp_iface_t *tiface, const coll_peer_info_t *pe
     if (!ep)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "cannot allocate tcp endpoint");
     if (ep->peer_addr.len == 0) {
-        free(ep);
+        ep_free(ep);
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_PROTOCOL,
                           "rank %u published no valid tcp address", peer->rank);
     }
     iface->eps[peer->rank] = ep;
-    ep_start_connect(ep);
+    for (int i = 0; i < ep->nconn && ep->state != TCP_EP_CLOSED; i++)
+        conn_start_connect(&ep->conn[i]);
     *ep_p = &ep->super;
     return COLL_OK;
 }
@@ -257,7 +348,8 @@ coll_status_t tcp_ep_accept(coll_tp_iface_t *tiface, const coll_peer_info_t *pee
 
     if (!ep)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "cannot allocate tcp endpoint");
-    ep->state = TCP_EP_WAIT_ACCEPT;
+    for (int i = 0; i < ep->nconn; i++)
+        ep->conn[i].state = TCP_CONN_WAIT_ACCEPT;
     iface->eps[peer->rank] = ep;
     *ep_p = &ep->super;
     return COLL_OK;
@@ -278,41 +370,49 @@ coll_status_t tcp_ep_ready(coll_tp_ep_t *tep)
 coll_status_t tcp_ep_flush(coll_tp_ep_t *tep)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
-    int unacked = 0;
 
-    if (ep->state != TCP_EP_READY || ep->fd < 0)
+    if (ep->state != TCP_EP_READY)
         return COLL_OK;
-    if (!coll_list_empty(&ep->txq))
+    if (!coll_list_empty(&ep->active_sends))
         return COLL_INPROGRESS;
-    /* Bytes the peer's kernel has not acknowledged: a close now could lose
-     * them if the peer also has unread data for us (RST). */
-    if (ioctl(ep->fd, SIOCOUTQ, &unacked) == 0 && unacked > 0 && !ep->peer_left)
-        return COLL_INPROGRESS;
+    for (int i = 0; i < ep->nconn; i++) {
+        tcp_conn_t *c = &ep->conn[i];
+        int unacked = 0;
+        if (c->fd < 0)
+            continue;
+        if (c->cur || !coll_list_empty(&c->ctlq))
+            return COLL_INPROGRESS;
+        /* Bytes the peer's kernel has not acknowledged: a close now could
+         * lose them if the peer also has unread data for us (RST). */
+        if (ioctl(c->fd, SIOCOUTQ, &unacked) == 0 && unacked > 0 && !ep->peer_left)
+            return COLL_INPROGRESS;
+    }
     return COLL_OK;
 }
 
 /* Finish the frame being written (at most one chunk or eager message),
  * so that the stream is at a frame boundary. */
-static coll_status_t finish_head_frame(tcp_ep_t *ep, uint64_t deadline_ns)
+static coll_status_t finish_head_frame(tcp_conn_t *c, uint64_t deadline_ns)
 {
-    tcp_tx_t *head = coll_list_empty(&ep->txq) ? NULL : coll_list_first(&ep->txq, tcp_tx_t, link);
+    tcp_tx_t *head = c->cur;
     coll_status_t st = COLL_OK;
 
     if (!head || head->off == 0)
         return COLL_OK;
     if (head->off < TCP_HDR_BYTES)
-        st = coll_sock_io_deadline(ep->fd, head->hdr + head->off, TCP_HDR_BYTES - head->off, 1,
+        st = coll_sock_io_deadline(c->fd, head->hdr + head->off, TCP_HDR_BYTES - head->off, 1,
                                    deadline_ns, NULL);
     size_t done = head->off > TCP_HDR_BYTES ? head->off - TCP_HDR_BYTES : 0;
     if (st == COLL_OK && head->payload_len > done)
-        st = coll_sock_io_deadline(ep->fd, (void *)(head->payload + done),
+        st = coll_sock_io_deadline(c->fd, (void *)(head->payload + done),
                                    head->payload_len - done, 1, deadline_ns, NULL);
     return st;
 }
 
 /* Tell the peer why we are failing: the reason usually names the rank
- * that really failed, which the peer could not learn otherwise. Best
- * effort, bounded by TCP_ABORT_NOTICE_NS. */
+ * that really failed, which the peer could not learn otherwise. On every
+ * socket, since the peer may read any of them first; best effort, bounded
+ * by TCP_ABORT_NOTICE_NS in all. */
 static void send_abort_notice(tcp_ep_t *ep, const char *reason)
 {
     uint8_t frame[TCP_HDR_BYTES + COLL_WIRE_ERRTEXT_MAX];
@@ -320,11 +420,16 @@ static void send_abort_notice(tcp_ep_t *ep, const char *reason)
     uint64_t deadline = coll_time_ns() + TCP_ABORT_NOTICE_NS;
     tcp_hdr_t h = {.type = TCP_ABORT, .len = len};
 
-    if (ep->tx_errno || finish_head_frame(ep, deadline) != COLL_OK)
+    if (ep->tx_errno)
         return;
     tcp_hdr_encode(&h, frame);
     memcpy(frame + TCP_HDR_BYTES, reason, len);
-    (void)coll_sock_io_deadline(ep->fd, frame, TCP_HDR_BYTES + len, 1, deadline, NULL);
+    for (int i = 0; i < ep->nconn; i++) {
+        tcp_conn_t *c = &ep->conn[i];
+        if (c->fd < 0 || finish_head_frame(c, deadline) != COLL_OK)
+            continue;
+        (void)coll_sock_io_deadline(c->fd, frame, TCP_HDR_BYTES + len, 1, deadline, NULL);
+    }
 }
 
 coll_status_t tcp_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *reason)
@@ -334,28 +439,31 @@ coll_status_t tcp_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *rea
     if (ep->state == TCP_EP_CLOSED)
         return COLL_OK;
     if (why == COLL_OK && ep->state == TCP_EP_READY) {
-        if (!ep->bye_queued) {
-            tcp_hdr_t h = {.type = TCP_BYE};
-            ep->bye_queued = 1;
+        if (!ep->bye_pending) {
+            ep->bye_pending = 1;
             /* Messages the peer would still have to act on never complete:
              * receives, and large sends it has not asked for yet. Frames
-             * already queued (eager sends, granted data) still go out. */
+             * already queued (eager sends, granted data) still go out,
+             * then a BYE on every socket. */
             coll_match_fail_posted(&ep->match, COLL_ERR_INVALID_USAGE);
             tcp_ep_fail_pending_rndv(ep, COLL_ERR_INVALID_USAGE);
-            tcp_tx_control(ep, &h, NULL, 0);
-            tcp_ep_update_events(ep);
+            tcp_ep_kick(ep);
         }
         return COLL_OK;
     }
     if (ep->state == TCP_EP_READY && reason)
         send_abort_notice(ep, reason);
-    if (ep->state == TCP_EP_RETRY)
-        ep->iface->nretry--;
     ep->state = TCP_EP_CLOSED;
     ep->error = why == COLL_OK ? COLL_ERR_ABORTED : why;
-    ep_close_fd(ep);
+    ep_close_fds(ep);
     tcp_ep_fail_requests(ep, ep->error);
     return COLL_OK;
+}
+
+static void free_tx(tcp_tx_t *tx)
+{
+    if (tx && tx->heap)
+        free(tx);
 }
 
 coll_status_t tcp_ep_destroy(coll_tp_ep_t *tep)
@@ -363,26 +471,34 @@ coll_status_t tcp_ep_destroy(coll_tp_ep_t *tep)
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     char sink[4096];
 
-    if (ep->fd >= 0) {
+    for (int i = 0; i < ep->nconn; i++) {
+        tcp_conn_t *c = &ep->conn[i];
+        if (c->fd < 0)
+            continue;
         /* Our goodbye is out; read what is left so close() sends FIN,
          * not RST. */
-        shutdown(ep->fd, SHUT_WR);
-        while (coll_sock_read(ep->fd, sink, sizeof(sink)) > 0)
+        shutdown(c->fd, SHUT_WR);
+        while (coll_sock_read(c->fd, sink, sizeof(sink)) > 0)
             ;
     }
     if (ep->state != TCP_EP_CLOSED)
         tcp_ep_close(tep, COLL_ERR_ABORTED, NULL);
-    while (!coll_list_empty(&ep->txq)) {
-        tcp_tx_t *tx = coll_list_first(&ep->txq, tcp_tx_t, link);
-        coll_list_del(&tx->link);
-        if (tx->heap)
-            free(tx);
+    for (int i = 0; i < ep->nconn; i++) {
+        tcp_conn_t *c = &ep->conn[i];
+        free_tx(c->cur);
+        c->cur = NULL;
+        while (!coll_list_empty(&c->ctlq)) {
+            tcp_tx_t *tx = coll_list_first(&c->ctlq, tcp_tx_t, link);
+            coll_list_del(&tx->link);
+            free_tx(tx);
+        }
+        if (c->rx_ux)
+            free(c->rx_ux->data);
+        free(c->rx_ux);
     }
-    free(ep->rx_ux ? ep->rx_ux->data : NULL);
-    free(ep->rx_ux);
     coll_match_free_unexpected(&ep->match);
     if (ep->iface->eps[ep->super.peer] == ep)
         ep->iface->eps[ep->super.peer] = NULL;
-    free(ep);
+    ep_free(ep);
     return COLL_OK;
 }

@@ -34,8 +34,10 @@ static uint32_t tcp_validate_hello(void *arg, const coll_hello_t *h)
         return COLL_VERDICT_NRANKS;
     if (h->dst_rank != (uint32_t)pr->rank || h->src_rank >= (uint32_t)pr->nranks)
         return COLL_VERDICT_RANK;
+    /* round is the socket index: each of the peer's sockets comes once */
     tcp_ep_t *ep = iface->eps[h->src_rank];
-    if (!ep || ep->state != TCP_EP_WAIT_ACCEPT || h->round != 0)
+    if (!ep || ep->state == TCP_EP_CLOSED || h->round >= (uint32_t)ep->nconn ||
+        ep->conn[h->round].state != TCP_CONN_WAIT_ACCEPT)
         return COLL_VERDICT_RANK;
     return COLL_VERDICT_OK;
 }
@@ -48,12 +50,16 @@ static void pending_step(tcp_pending_t *p)
         coll_evloop_mod(p->iface->super.params.evloop, &p->src, coll_hs_events(&p->hs));
         return;
     }
-    if (st == COLL_OK) {
+    if (st == COLL_OK && tcp_validate_hello(p->iface, &p->hs.hello_fields) != COLL_VERDICT_OK) {
+        /* two connections claimed the same socket; the first one won */
+        COLL_WARN(COLL_SUBSYS_NET, "rank %d: tcp: dropped a duplicate connection from %s",
+                  p->iface->super.params.rank, p->hs.peer);
+    } else if (st == COLL_OK) {
         tcp_ep_t *ep = p->iface->eps[p->hs.hello_fields.src_rank];
         int fd = p->fd;
         coll_evloop_del(p->iface->super.params.evloop, &p->src); /* the endpoint takes it */
         p->fd = -1;
-        tcp_ep_attach(ep, fd, p->hs.peer);
+        tcp_conn_attach(&ep->conn[p->hs.hello_fields.round], fd, p->hs.peer);
     } else {
         COLL_WARN(COLL_SUBSYS_NET, "rank %d: tcp: dropped connection from %s: %s",
                   p->iface->super.params.rank, p->hs.peer, p->hs.errmsg);
@@ -101,6 +107,32 @@ static void listen_handler(void *arg, uint32_t events)
     }
 }
 
+/* COLL_TCP_EAGER_LIMIT, COLL_NSOCKS, COLL_TCP_CHUNK, COLL_SOCKET_BUFSIZE. */
+static coll_status_t read_settings(tcp_iface_t *iface)
+{
+    int64_t nsocks;
+    size_t bufsize;
+
+    COLL_CHECK(coll_param_size(COLL_PARAM_TCP_EAGER_LIMIT, &iface->eager_limit));
+    if (iface->eager_limit > TCP_EAGER_MAX)
+        iface->eager_limit = TCP_EAGER_MAX;
+    COLL_CHECK(coll_param_int(COLL_PARAM_NSOCKS, &nsocks));
+    if (nsocks < 1 || nsocks > TCP_NSOCKS_MAX)
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "COLL_NSOCKS=%lld is out of "
+                          "range (1..%d)", (long long)nsocks, TCP_NSOCKS_MAX);
+    iface->nsocks = (int)nsocks;
+    COLL_CHECK(coll_param_size(COLL_PARAM_TCP_CHUNK, &iface->chunk));
+    if (iface->chunk < 4096 || iface->chunk > (64u << 20))
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "COLL_TCP_CHUNK=%zu is out "
+                          "of range (4K..64M)", iface->chunk);
+    COLL_CHECK(coll_param_size(COLL_PARAM_SOCKET_BUFSIZE, &bufsize));
+    if (bufsize > (1u << 30))
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "COLL_SOCKET_BUFSIZE=%zu is "
+                          "above 1G", bufsize);
+    iface->bufsize = (int)bufsize;
+    return COLL_OK;
+}
+
 static coll_status_t tcp_iface_open(const coll_tp_params_t *params, coll_tp_iface_t **iface_p)
 {
     coll_status_t st;
@@ -111,9 +143,7 @@ static coll_status_t tcp_iface_open(const coll_tp_params_t *params, coll_tp_ifac
     iface->super.params = *params;
     iface->listen_fd = -1;
     coll_list_init(&iface->pending);
-    COLL_CHECK_GOTO(coll_param_size(COLL_PARAM_TCP_EAGER_LIMIT, &iface->eager_limit), st, err);
-    if (iface->eager_limit > TCP_EAGER_MAX)
-        iface->eager_limit = TCP_EAGER_MAX;
+    COLL_CHECK_GOTO(read_settings(iface), st, err);
     iface->eps = calloc((size_t)params->nranks, sizeof(*iface->eps));
     if (!iface->eps) {
         st = coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "cannot allocate tcp endpoints");
@@ -123,6 +153,9 @@ static coll_status_t tcp_iface_open(const coll_tp_params_t *params, coll_tp_ifac
      * remnants must not keep a later job's bootstrap root off its port. */
     COLL_CHECK_GOTO(coll_sock_listen(params->local_addr, 1, &iface->listen_fd, &iface->addr),
                     st, err);
+    /* accepted sockets inherit the buffer sizes, in time for the window
+     * scale their SYN-ACK announces */
+    tcp_sock_setup(iface->listen_fd, iface);
     COLL_CHECK_GOTO(coll_evloop_add(params->evloop, &iface->listen_src, iface->listen_fd,
                                     EPOLLIN, listen_handler, iface),
                     st, err);
@@ -155,8 +188,9 @@ static coll_status_t tcp_iface_addr(coll_tp_iface_t *tiface, coll_tp_addr_t *add
     tcp_iface_t *iface = (tcp_iface_t *)tiface;
     memset(addr_p, 0, sizeof(*addr_p));
     addr_p->tp_id = COLL_TP_TCP;
-    addr_p->len = COLL_WIRE_ADDR_BYTES;
+    addr_p->len = TCP_ADDR_BYTES;
     coll_addr_to_wire(&iface->addr, addr_p->data);
+    addr_p->data[COLL_WIRE_ADDR_BYTES] = (uint8_t)iface->nsocks;
     return COLL_OK;
 }
 
@@ -183,10 +217,11 @@ static coll_status_t tcp_iface_progress(coll_tp_iface_t *tiface, int *progressed
         if (coll_time_ns() > p->hs.deadline_ns)
             pending_step(p);
     }
-    if (iface->nretry > 0) {
-        for (int r = 0; r < tiface->params.nranks; r++)
-            if (iface->eps[r] && iface->eps[r]->state == TCP_EP_RETRY)
-                tcp_ep_retry_due(iface->eps[r]);
+    for (int r = 0; iface->nretry > 0 && r < tiface->params.nranks; r++) {
+        tcp_ep_t *ep = iface->eps[r];
+        for (int i = 0; ep && ep->state == TCP_EP_CONNECTING && i < ep->nconn; i++)
+            if (ep->conn[i].state == TCP_CONN_RETRY)
+                tcp_conn_retry_due(&ep->conn[i]);
     }
     return COLL_OK;
 }

@@ -1,6 +1,9 @@
 /*
- * tcp_msg.c: moving messages over a ready TCP endpoint: the send queue,
- * the receive state machine, and matching (eager and rendezvous).
+ * tcp_msg.c: moving messages over a ready TCP endpoint: each socket's
+ * writer (control frames first, then one data chunk at a time, pulled from
+ * the granted sends so that the sockets stripe a large message between
+ * them), the per-socket receive state machine, and matching (eager and
+ * rendezvous).
  *
  * Every header field read from the wire is checked before it is used: a
  * type we do not know, an eager payload above TCP_EAGER_MAX, a CTS or DATA
@@ -54,33 +57,74 @@ static void tx_init(tcp_tx_t *tx, const tcp_hdr_t *h, const void *payload, size_
     tx->heap = 0;
 }
 
-void tcp_tx_enqueue(tcp_ep_t *ep, tcp_tx_t *tx)
-{
-    int was_empty = coll_list_empty(&ep->txq);
-    coll_list_push_back(&ep->txq, &tx->link);
-    if (was_empty && ep->state == TCP_EP_READY) {
-        tcp_ep_on_writable(ep);
-        tcp_ep_update_events(ep);
-    }
-}
-
-static uint8_t tcp_hdr_type(const tcp_tx_t *tx)
+static uint8_t tx_type(const tcp_tx_t *tx)
 {
     return tx->hdr[0];
 }
 
-/* A frame that belongs to no request (CTS, BYE): copied to the heap. */
-coll_status_t tcp_tx_control(tcp_ep_t *ep, const tcp_hdr_t *h, const void *payload,
-                             size_t len)
+static int conn_usable(const tcp_conn_t *c)
+{
+    return c->fd >= 0 && c->state == TCP_CONN_READY && c->ep->state == TCP_EP_READY;
+}
+
+/* Queue a frame on socket c and start its writer if it is idle (not from
+ * inside that writer: the frame would overtake the one being chosen). */
+static void conn_enqueue(tcp_conn_t *c, tcp_tx_t *tx, int urgent)
+{
+    if (urgent)
+        coll_list_insert_after(&c->ctlq, &tx->link);
+    else
+        coll_list_push_back(&c->ctlq, &tx->link);
+    if (!c->in_tx && !c->cur && conn_usable(c))
+        tcp_conn_on_writable(c);
+    if (c->ep->state != TCP_EP_CLOSED)
+        tcp_conn_update_events(c);
+}
+
+/* A frame that belongs to no request (CTS, BYE): copied to the heap.
+ * `urgent` puts it ahead of the frames queued on the socket (a CTS: the
+ * peer's data waits for it). */
+coll_status_t tcp_tx_control(tcp_ep_t *ep, tcp_conn_t *c, const tcp_hdr_t *h,
+                             const void *payload, size_t len, int urgent)
 {
     tcp_tx_t *tx = malloc(sizeof(*tx) + len);
+    (void)ep;
     if (!tx)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "cannot queue a control frame");
     coll_copy(tx + 1, payload, len);
     tx_init(tx, h, tx + 1, len, NULL);
     tx->heap = 1;
-    tcp_tx_enqueue(ep, tx);
+    conn_enqueue(c, tx, urgent);
     return COLL_OK;
+}
+
+/* Leaving: once every granted byte has been handed to a socket, a BYE goes
+ * behind it on every socket. */
+static void queue_byes_if_due(tcp_ep_t *ep)
+{
+    tcp_hdr_t h = {.type = TCP_BYE};
+
+    if (!ep->bye_pending || !coll_list_empty(&ep->active_sends))
+        return;
+    for (int i = 0; i < ep->nconn; i++) {
+        tcp_conn_t *c = &ep->conn[i];
+        if (c->bye_queued || c->fd < 0)
+            continue;
+        c->bye_queued = 1;
+        tcp_tx_control(ep, c, &h, NULL, 0, 0);
+    }
+}
+
+void tcp_ep_kick(tcp_ep_t *ep)
+{
+    queue_byes_if_due(ep);
+    for (int i = 0; i < ep->nconn && ep->state == TCP_EP_READY; i++) {
+        tcp_conn_t *c = &ep->conn[i];
+        if (!c->in_tx && !c->cur && conn_usable(c))
+            tcp_conn_on_writable(c);
+    }
+    for (int i = 0; i < ep->nconn && ep->state != TCP_EP_CLOSED; i++)
+        tcp_conn_update_events(&ep->conn[i]);
 }
 
 static void fail_send(tcp_ep_t *ep)
@@ -90,7 +134,14 @@ static void fail_send(tcp_ep_t *ep)
                 strerror(err), err == EPIPE || err == ECONNRESET ? " (process died?)" : "");
 }
 
-/* A send failed. A peer that aborts closes its socket at once, so our
+static void ep_read_all(tcp_ep_t *ep)
+{
+    for (int i = 0; i < ep->nconn && ep->state == TCP_EP_READY; i++)
+        if (ep->conn[i].fd >= 0)
+            tcp_conn_on_readable(&ep->conn[i]);
+}
+
+/* A send failed. A peer that aborts closes its sockets at once, so our
  * send may fail before we read the notice it sent with the reason (which
  * names the rank that really failed): read what is there first. */
 static void tx_broken(tcp_ep_t *ep, int err)
@@ -98,14 +149,14 @@ static void tx_broken(tcp_ep_t *ep, int err)
     ep->tx_errno = err;
     if (ep->in_rx)
         return; /* the receive loop in progress reports it when it ends */
-    tcp_ep_on_readable(ep);
+    ep_read_all(ep);
     if (ep->state == TCP_EP_READY)
         fail_send(ep);
 }
 
-/* Write the head frame as far as the socket takes it: 1 done, 0 blocked,
- * -1 failed (the endpoint is failing). */
-static int tx_write_one(tcp_ep_t *ep, tcp_tx_t *tx)
+/* Write a frame as far as the socket takes it, header and payload in one
+ * sendmsg: 1 done, 0 blocked, -1 failed (the endpoint is failing). */
+static int tx_write_one(tcp_conn_t *c, tcp_tx_t *tx)
 {
     size_t total = TCP_HDR_BYTES + tx->payload_len;
 
@@ -122,13 +173,13 @@ static int tx_write_one(tcp_ep_t *ep, tcp_tx_t *tx)
             iov[n++].iov_len = tx->payload_len - poff;
         }
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t w = sendmsg(ep->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return 0;
-            tx_broken(ep, errno);
+            tx_broken(c->ep, errno);
             return -1;
         }
         size_t before = tx->off > TCP_HDR_BYTES ? tx->off - TCP_HDR_BYTES : 0;
@@ -139,38 +190,73 @@ static int tx_write_one(tcp_ep_t *ep, tcp_tx_t *tx)
     return 1;
 }
 
-/* Queue the next chunk of a rendezvous send; `kick` starts the writer
- * (not when called from inside it). */
-static void queue_chunk(tcp_ep_t *ep, coll_tp_req_t *req, int kick)
+/* Hand the next chunk of the oldest granted send to socket c. Chunks go
+ * to whichever socket asks first, so a slow socket takes fewer. */
+static tcp_tx_t *take_chunk(tcp_conn_t *c)
 {
+    tcp_ep_t *ep = c->ep;
+    coll_tp_req_t *req = coll_list_first(&ep->active_sends, coll_tp_req_t, link);
     tcp_req_priv_t *priv = tcp_priv(req);
-    size_t off = priv->data_off, len = COLL_MIN(req->len - off, (size_t)TCP_DATA_CHUNK);
+    size_t off = priv->data_off, len = COLL_MIN(req->len - off, ep->iface->chunk);
     tcp_hdr_t h = {.type = TCP_DATA, .id = priv->peer_id, .tag = req->tag, .len = len,
                    .aux = off};
 
+    tx_init(&c->data_tx, &h, (const uint8_t *)req->buf + off, len, req);
     priv->data_off = off + len;
-    tx_init(&priv->tx, &h, (const uint8_t *)req->buf + off, len, req);
-    if (kick)
-        tcp_tx_enqueue(ep, &priv->tx);
-    else
-        coll_list_push_back(&ep->txq, &priv->tx.link);
+    priv->inflight++;
+    if (priv->data_off == req->len) {
+        coll_list_del(&req->link); /* all handed out: the sockets hold it now */
+        queue_byes_if_due(ep);
+    }
+    return &c->data_tx;
 }
 
-void tcp_ep_on_writable(tcp_ep_t *ep)
+static tcp_tx_t *next_frame(tcp_conn_t *c)
 {
-    while (ep->state == TCP_EP_READY && !ep->tx_errno && !coll_list_empty(&ep->txq)) {
-        tcp_tx_t *tx = coll_list_first(&ep->txq, tcp_tx_t, link);
-        if (tx_write_one(ep, tx) <= 0)
-            return;
+    if (!coll_list_empty(&c->ctlq)) {
+        tcp_tx_t *tx = coll_list_first(&c->ctlq, tcp_tx_t, link);
         coll_list_del(&tx->link);
-        if (tx->heap)
-            free(tx);
-        else if (tx->req && tcp_priv(tx->req)->data_off < tx->req->len &&
-                 tcp_hdr_type(tx) == TCP_DATA)
-            queue_chunk(ep, tx->req, 0); /* behind whatever else is waiting */
-        else if (tx->req)
-            tx->req->complete(tx->req, COLL_OK);
+        return tx;
     }
+    if (!coll_list_empty(&c->ep->active_sends))
+        return take_chunk(c);
+    return NULL;
+}
+
+/* A chunk of `req` left (or was dropped with status): the send completes
+ * with its last chunk. */
+static void chunk_done(coll_tp_req_t *req, coll_status_t status)
+{
+    tcp_req_priv_t *priv = tcp_priv(req);
+    if (--priv->inflight == 0 && priv->data_off == req->len)
+        req->complete(req, status);
+}
+
+static void tx_done(tcp_tx_t *tx, coll_status_t status)
+{
+    if (tx->heap)
+        free(tx);
+    else if (tx_type(tx) == TCP_DATA)
+        chunk_done(tx->req, status);
+    else if (tx->req) /* EAGER; an RTS has no request to complete */
+        tx->req->complete(tx->req, status);
+}
+
+void tcp_conn_on_writable(tcp_conn_t *c)
+{
+    tcp_ep_t *ep = c->ep;
+
+    c->in_tx = 1;
+    while (ep->state == TCP_EP_READY && !ep->tx_errno && c->fd >= 0) {
+        if (!c->cur && !(c->cur = next_frame(c)))
+            break;
+        if (tx_write_one(c, c->cur) <= 0)
+            break;
+        tcp_tx_t *tx = c->cur;
+        c->cur = NULL;
+        tx_done(tx, COLL_OK);
+    }
+    c->in_tx = 0;
 }
 
 coll_status_t tcp_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
@@ -178,7 +264,7 @@ coll_status_t tcp_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     tcp_req_priv_t *priv = tcp_priv(req);
 
-    if (ep->state == TCP_EP_CLOSED || ep->peer_left || ep->bye_queued) {
+    if (ep->state == TCP_EP_CLOSED || ep->peer_left || ep->bye_pending) {
         req->complete(req, ep->error != COLL_OK ? ep->error : COLL_ERR_PEER_FAILED);
         return COLL_OK;
     }
@@ -191,24 +277,25 @@ coll_status_t tcp_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
         tx_init(&priv->tx, &h, NULL, 0, NULL);
         coll_list_push_back(&ep->rndv_sends, &req->link);
     }
-    tcp_tx_enqueue(ep, &priv->tx);
+    /* socket 0 only: its order is the matching order */
+    conn_enqueue(&ep->conn[0], &priv->tx, 0);
     return COLL_OK;
 }
 
 /* ---- receiving ---------------------------------------------------------- */
 
-static void rx_expect_payload(tcp_ep_t *ep, void *dst, size_t len, coll_tp_req_t *req)
+static void rx_expect_payload(tcp_conn_t *c, void *dst, size_t len, coll_tp_req_t *req)
 {
-    ep->rx_state = TCP_RX_PAYLOAD;
-    ep->rx_dst = dst;
-    ep->rx_left = len;
-    ep->rx_req = req;
+    c->rx_state = TCP_RX_PAYLOAD;
+    c->rx_dst = dst;
+    c->rx_left = len;
+    c->rx_req = req;
 }
 
-static void rx_discard(tcp_ep_t *ep, size_t len)
+static void rx_discard(tcp_conn_t *c, size_t len)
 {
-    ep->rx_state = TCP_RX_DISCARD;
-    ep->rx_left = len;
+    c->rx_state = TCP_RX_DISCARD;
+    c->rx_left = len;
 }
 
 static void size_mismatch(coll_tp_req_t *req, size_t msg_len)
@@ -218,7 +305,8 @@ static void size_mismatch(coll_tp_req_t *req, size_t msg_len)
 }
 
 /* Answer an RTS that matched `req` (or, when req is NULL or of another
- * size, tell the sender to drop the message). */
+ * size, tell the sender to drop the message). The CTS jumps the queue of
+ * socket 0: the sender's data waits for it. */
 static void answer_rts(tcp_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_t msg_len)
 {
     tcp_hdr_t h = {.type = TCP_CTS, .id = send_id};
@@ -232,7 +320,7 @@ static void answer_rts(tcp_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
         h.aux = tcp_priv(req)->id;
         coll_list_push_back(&ep->rndv_recvs, &req->link);
     }
-    tcp_tx_control(ep, &h, NULL, 0);
+    tcp_tx_control(ep, &ep->conn[0], &h, NULL, 0, 1);
 }
 
 static coll_tp_req_t *find_by_id(coll_list_t *list, uint32_t id)
@@ -246,8 +334,9 @@ static coll_tp_req_t *find_by_id(coll_list_t *list, uint32_t id)
     return NULL;
 }
 
-static void on_eager(tcp_ep_t *ep, const tcp_hdr_t *h)
+static void on_eager(tcp_conn_t *c, const tcp_hdr_t *h)
 {
+    tcp_ep_t *ep = c->ep;
     coll_tp_req_t *req;
 
     if (h->len > TCP_EAGER_MAX) {
@@ -259,11 +348,11 @@ static void on_eager(tcp_ep_t *ep, const tcp_hdr_t *h)
     req = coll_match_take_posted(&ep->match, h->tag);
     if (req && req->len != h->len) {
         size_mismatch(req, h->len);
-        rx_discard(ep, h->len);
+        rx_discard(c, h->len);
         return;
     }
     if (req) {
-        rx_expect_payload(ep, req->buf, h->len, req);
+        rx_expect_payload(c, req->buf, h->len, req);
         return;
     }
     coll_unexp_t *ux = calloc(1, sizeof(*ux));
@@ -278,12 +367,13 @@ static void on_eager(tcp_ep_t *ep, const tcp_hdr_t *h)
     ux->tag = h->tag;
     ux->len = h->len;
     ux->data = data;
-    ep->rx_ux = ux;
-    rx_expect_payload(ep, data, h->len, NULL);
+    c->rx_ux = ux;
+    rx_expect_payload(c, data, h->len, NULL);
 }
 
-static void on_rts(tcp_ep_t *ep, const tcp_hdr_t *h)
+static void on_rts(tcp_conn_t *c, const tcp_hdr_t *h)
 {
+    tcp_ep_t *ep = c->ep;
     coll_tp_req_t *req = coll_match_take_posted(&ep->match, h->tag);
     if (req) {
         answer_rts(ep, req, h->id, h->len);
@@ -300,11 +390,12 @@ static void on_rts(tcp_ep_t *ep, const tcp_hdr_t *h)
     coll_list_push_back(&ep->match.unexpected, &ux->link);
 }
 
-static void on_cts(tcp_ep_t *ep, const tcp_hdr_t *h)
+static void on_cts(tcp_conn_t *c, const tcp_hdr_t *h)
 {
+    tcp_ep_t *ep = c->ep;
     coll_tp_req_t *req = find_by_id(&ep->rndv_sends, h->id);
 
-    if (!req && ep->bye_queued)
+    if (!req && ep->bye_pending)
         return; /* a send we gave up when we started leaving */
     if (!req) {
         tcp_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent a clear-to-send for unknown message %u",
@@ -318,13 +409,20 @@ static void on_cts(tcp_ep_t *ep, const tcp_hdr_t *h)
     }
     tcp_priv(req)->peer_id = (uint32_t)h->aux;
     tcp_priv(req)->data_off = 0;
-    queue_chunk(ep, req, 1);
+    tcp_priv(req)->inflight = 0;
+    coll_list_push_back(&ep->active_sends, &req->link);
+    tcp_ep_kick(ep);
 }
 
-static void on_data(tcp_ep_t *ep, const tcp_hdr_t *h)
+static void on_data(tcp_conn_t *c, const tcp_hdr_t *h)
 {
+    tcp_ep_t *ep = c->ep;
     coll_tp_req_t *req = find_by_id(&ep->rndv_recvs, h->id);
 
+    if (!req && ep->bye_pending) {
+        rx_discard(c, h->len); /* for a receive we failed when we started leaving */
+        return;
+    }
     if (!req || h->aux > req->len || h->len > req->len - h->aux) {
         tcp_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent data for %s (id %u, offset %llu, %llu "
                     "bytes)", ep->super.desc, req ? "outside its receive buffer" :
@@ -332,40 +430,49 @@ static void on_data(tcp_ep_t *ep, const tcp_hdr_t *h)
                     (unsigned long long)h->len);
         return;
     }
-    rx_expect_payload(ep, (uint8_t *)req->buf + h->aux, h->len, req);
+    rx_expect_payload(c, (uint8_t *)req->buf + h->aux, h->len, req);
 }
 
-static void on_bye(tcp_ep_t *ep)
+/* The peer is gone once every socket said goodbye: each BYE follows the
+ * last frame of its socket, so then nothing of the peer is in flight. */
+static void on_bye(tcp_conn_t *c)
 {
+    tcp_ep_t *ep = c->ep;
+
+    c->got_bye = 1;
+    for (int i = 0; i < ep->nconn; i++)
+        if (!ep->conn[i].got_bye)
+            return;
     ep->peer_left = 1;
     COLL_INFO(COLL_SUBSYS_NET, "rank %d: tcp: %s left the communicator",
               ep->iface->super.params.rank, ep->super.desc);
-    /* Everything it sent came before BYE: what is still awaited never will
-     * (receives, data it was granted, grants for our sends). */
+    /* What is still awaited never will be (receives, data it was granted,
+     * grants for our sends). */
     coll_match_fail_posted(&ep->match, COLL_ERR_PEER_FAILED);
     tcp_ep_fail_pending_rndv(ep, COLL_ERR_PEER_FAILED);
 }
 
-static void on_header(tcp_ep_t *ep)
+static void on_header(tcp_conn_t *c)
 {
-    tcp_hdr_t *h = &ep->rx_hdr;
+    tcp_ep_t *ep = c->ep;
+    tcp_hdr_t *h = &c->rx_hdr;
 
-    tcp_hdr_decode(ep->rx_hdr_buf, h);
-    ep->rx_state = TCP_RX_HDR;
+    tcp_hdr_decode(c->rx_hdr_buf, h);
+    c->rx_state = TCP_RX_HDR;
     switch (h->type) {
-    case TCP_EAGER: on_eager(ep, h); break;
-    case TCP_RTS: on_rts(ep, h); break;
-    case TCP_CTS: on_cts(ep, h); break;
-    case TCP_DATA: on_data(ep, h); break;
-    case TCP_BYE: on_bye(ep); break;
+    case TCP_EAGER: on_eager(c, h); break;
+    case TCP_RTS: on_rts(c, h); break;
+    case TCP_CTS: on_cts(c, h); break;
+    case TCP_DATA: on_data(c, h); break;
+    case TCP_BYE: on_bye(c); break;
     case TCP_ABORT:
         if (h->len > COLL_WIRE_ERRTEXT_MAX) {
             tcp_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent an abort notice of %llu bytes",
                         ep->super.desc, (unsigned long long)h->len);
             break;
         }
-        memset(ep->rx_text, 0, sizeof(ep->rx_text));
-        rx_expect_payload(ep, ep->rx_text, h->len, NULL);
+        memset(c->rx_text, 0, sizeof(c->rx_text));
+        rx_expect_payload(c, c->rx_text, h->len, NULL);
         break;
     default:
         tcp_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent an unknown frame type %u",
@@ -373,49 +480,62 @@ static void on_header(tcp_ep_t *ep)
     }
 }
 
-static void on_payload_done(tcp_ep_t *ep)
+/* An eager message that arrived unexpected is complete. */
+static void unexpected_done(tcp_conn_t *c)
 {
-    coll_tp_req_t *req = ep->rx_req;
-    const tcp_hdr_t *h = &ep->rx_hdr;
+    tcp_ep_t *ep = c->ep;
+    coll_unexp_t *ux = c->rx_ux;
 
-    ep->rx_state = TCP_RX_HDR;
-    ep->rx_req = NULL;
+    c->rx_ux = NULL;
+    /* A receive may have been posted while the payload streamed in. */
+    coll_tp_req_t *late = coll_match_take_posted(&ep->match, ux->tag);
+    if (!late) {
+        coll_list_push_back(&ep->match.unexpected, &ux->link);
+        return;
+    }
+    if (late->len == ux->len) {
+        coll_copy(late->buf, ux->data, ux->len);
+        late->bytes_done = ux->len;
+        late->complete(late, COLL_OK);
+    } else {
+        size_mismatch(late, ux->len);
+    }
+    free(ux->data);
+    free(ux);
+}
+
+static void on_payload_done(tcp_conn_t *c)
+{
+    tcp_ep_t *ep = c->ep;
+    coll_tp_req_t *req = c->rx_req;
+    const tcp_hdr_t *h = &c->rx_hdr;
+
+    c->rx_state = TCP_RX_HDR;
+    c->rx_req = NULL;
     if (h->type == TCP_ABORT) {
-        tcp_ep_fail(ep, COLL_ERR_PEER_FAILED, "%s aborted: %s", ep->super.desc, ep->rx_text);
+        tcp_ep_fail(ep, COLL_ERR_PEER_FAILED, "%s aborted: %s", ep->super.desc, c->rx_text);
     } else if (h->type == TCP_DATA) {
+        /* chunks arrive on any socket in any order: done when all are in */
         if (req->bytes_done >= req->len) {
             coll_list_del(&req->link);
             req->complete(req, COLL_OK);
         }
     } else if (req) {
         req->complete(req, COLL_OK);
-    } else if (ep->rx_ux) {
-        coll_unexp_t *ux = ep->rx_ux;
-        ep->rx_ux = NULL;
-        /* A receive may have been posted while the payload streamed in. */
-        coll_tp_req_t *late = coll_match_take_posted(&ep->match, ux->tag);
-        if (late) {
-            if (late->len == ux->len) {
-                coll_copy(late->buf, ux->data, ux->len);
-                late->bytes_done = ux->len;
-                late->complete(late, COLL_OK);
-            } else {
-                size_mismatch(late, ux->len);
-            }
-            free(ux->data);
-            free(ux);
-        } else {
-            coll_list_push_back(&ep->match.unexpected, &ux->link);
-        }
+    } else if (c->rx_ux) {
+        unexpected_done(c);
     }
 }
 
-static void rx_failed(tcp_ep_t *ep)
+static void rx_failed(tcp_conn_t *c)
 {
-    if (errno == EPIPE && ep->peer_left) {
-        /* Orderly close after its goodbye. */
-        coll_evloop_del(ep->iface->super.params.evloop, &ep->src);
-        tcp_ep_close(&ep->super, COLL_ERR_PEER_FAILED, NULL);
+    tcp_ep_t *ep = c->ep;
+
+    if (errno == EPIPE && c->got_bye) {
+        /* Orderly close after its goodbye on this socket. */
+        tcp_conn_close_fd(c);
+        if (ep->peer_left)
+            tcp_ep_close(&ep->super, COLL_ERR_PEER_FAILED, NULL);
         return;
     }
     if (errno == EPIPE || errno == ECONNRESET)
@@ -426,56 +546,100 @@ static void rx_failed(tcp_ep_t *ep)
                     strerror(errno));
 }
 
-static void rx_loop(tcp_ep_t *ep);
-
-void tcp_ep_on_readable(tcp_ep_t *ep)
+/* Bytes for the receive state machine: from the staging buffer first;
+ * else from the socket, straight into dst when at least TCP_RXBUF are
+ * wanted (payloads), through the staging buffer otherwise (so that one
+ * recv brings a header and a small payload, often several frames).
+ * Returns the bytes given, 0 when none are available now (a recv that came
+ * back short means the socket is drained: no second recv to learn it),
+ * -1 on error or end of file (errno set). */
+static ssize_t conn_read(tcp_conn_t *c, void *dst, size_t len)
 {
-    ep->in_rx = 1;
-    rx_loop(ep);
-    ep->in_rx = 0;
-    if (ep->state == TCP_EP_READY && ep->tx_errno)
-        fail_send(ep);
+    ssize_t n;
+
+    if (c->rxbuf_off == c->rxbuf_len) {
+        if (c->rx_drained)
+            return 0;
+        if (len >= TCP_RXBUF) {
+            n = coll_sock_read(c->fd, dst, len);
+            c->rx_drained = n >= 0 && (size_t)n < len;
+            return n;
+        }
+        n = coll_sock_read(c->fd, c->rxbuf, TCP_RXBUF);
+        if (n <= 0) {
+            c->rx_drained = n == 0;
+            return n;
+        }
+        c->rx_drained = n < TCP_RXBUF;
+        c->rxbuf_off = 0;
+        c->rxbuf_len = (size_t)n;
+    }
+    n = (ssize_t)COLL_MIN(len, c->rxbuf_len - c->rxbuf_off);
+    memcpy(dst, c->rxbuf + c->rxbuf_off, (size_t)n);
+    c->rxbuf_off += (size_t)n;
+    return n;
 }
 
-static void rx_loop(tcp_ep_t *ep)
+static void rx_loop(tcp_conn_t *c)
 {
     static __thread uint8_t sink[TCP_DISCARD_CHUNK];
+    tcp_ep_t *ep = c->ep;
 
-    while (ep->state == TCP_EP_READY) {
+    c->rx_drained = 0;
+    while (ep->state == TCP_EP_READY && c->fd >= 0) {
         ssize_t n;
-        switch (ep->rx_state) {
+        switch (c->rx_state) {
         case TCP_RX_HDR:
-            n = coll_sock_read(ep->fd, ep->rx_hdr_buf + ep->rx_off, TCP_HDR_BYTES - ep->rx_off);
-            if (n > 0 && (ep->rx_off += (size_t)n) == TCP_HDR_BYTES) {
-                ep->rx_off = 0;
-                on_header(ep);
+            n = conn_read(c, c->rx_hdr_buf + c->rx_off, TCP_HDR_BYTES - c->rx_off);
+            if (n > 0 && (c->rx_off += (size_t)n) == TCP_HDR_BYTES) {
+                c->rx_off = 0;
+                on_header(c);
             }
             break;
         case TCP_RX_PAYLOAD:
-            n = ep->rx_left ? coll_sock_read(ep->fd, ep->rx_dst, ep->rx_left) : 0;
+            n = c->rx_left ? conn_read(c, c->rx_dst, c->rx_left) : 0;
             if (n > 0) {
-                ep->rx_dst += n;
-                ep->rx_left -= (size_t)n;
-                if (ep->rx_req)
-                    ep->rx_req->bytes_done += (size_t)n;
+                c->rx_dst += n;
+                c->rx_left -= (size_t)n;
+                if (c->rx_req)
+                    c->rx_req->bytes_done += (size_t)n;
             }
-            if (ep->rx_left == 0) {
-                on_payload_done(ep);
+            if (c->rx_left == 0) {
+                on_payload_done(c);
                 n = 1;
             }
             break;
         default: /* TCP_RX_DISCARD */
-            n = coll_sock_read(ep->fd, sink, COLL_MIN(ep->rx_left, sizeof(sink)));
-            if (n > 0 && (ep->rx_left -= (size_t)n) == 0)
-                ep->rx_state = TCP_RX_HDR;
+            n = c->rx_left ? conn_read(c, sink, COLL_MIN(c->rx_left, sizeof(sink))) : 0;
+            if (n > 0)
+                c->rx_left -= (size_t)n;
+            if (c->rx_left == 0) {
+                c->rx_state = TCP_RX_HDR;
+                n = 1;
+            }
             break;
         }
         if (n < 0) {
-            rx_failed(ep);
+            rx_failed(c);
             return;
         }
         if (n == 0)
             return; /* drained */
+    }
+}
+
+void tcp_conn_on_readable(tcp_conn_t *c)
+{
+    tcp_ep_t *ep = c->ep;
+    int nested = ep->in_rx;
+
+    ep->in_rx = 1;
+    rx_loop(c);
+    ep->in_rx = nested;
+    if (!nested && ep->state == TCP_EP_READY && ep->tx_errno) {
+        ep_read_all(ep);
+        if (ep->state == TCP_EP_READY)
+            fail_send(ep);
     }
 }
 
@@ -485,10 +649,10 @@ coll_status_t tcp_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
     coll_unexp_t *ux = coll_match_take_unexpected(&ep->match, req->tag);
 
     if (!ux) {
-        if (ep->state == TCP_EP_CLOSED || ep->peer_left || ep->bye_queued)
+        if (ep->state == TCP_EP_CLOSED || ep->peer_left || ep->bye_pending)
             req->complete(req, ep->error != COLL_OK ? ep->error
-                               : ep->bye_queued ? COLL_ERR_INVALID_USAGE
-                                                : COLL_ERR_PEER_FAILED);
+                               : ep->bye_pending ? COLL_ERR_INVALID_USAGE
+                                                 : COLL_ERR_PEER_FAILED);
         else
             coll_list_push_back(&ep->match.posted, &req->link);
         return COLL_OK;
@@ -511,45 +675,67 @@ coll_status_t tcp_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
     return COLL_OK;
 }
 
+static int being_filled(const tcp_ep_t *ep, const coll_tp_req_t *req)
+{
+    for (int i = 0; i < ep->nconn; i++)
+        if (ep->conn[i].rx_req == req)
+            return 1;
+    return 0;
+}
+
 void tcp_ep_fail_pending_rndv(tcp_ep_t *ep, coll_status_t status)
 {
-    coll_list_t *lists[] = {&ep->rndv_sends, &ep->rndv_recvs};
+    coll_list_t *pos, *tmp;
 
-    for (size_t i = 0; i < COLL_ARRAY_LEN(lists); i++) {
-        coll_list_t *pos, *tmp;
-        coll_list_for_each_safe(pos, tmp, lists[i]) {
-            coll_tp_req_t *req = coll_container_of(pos, coll_tp_req_t, link);
-            tcp_tx_t *rts = &tcp_priv(req)->tx;
-            int queued = rts->link.next && rts->link.next != &rts->link;
-            /* a receive being filled right now, or an RTS half written,
-             * finishes first (ep_destroy fails it if it must) */
-            if (req == ep->rx_req || (i == 0 && queued && rts->off > 0))
-                continue;
-            if (i == 0 && queued) /* the RTS lives in the request */
-                coll_list_del(&rts->link);
-            coll_list_del(&req->link);
-            req->complete(req, status);
-        }
+    coll_list_for_each_safe(pos, tmp, &ep->rndv_sends) {
+        coll_tp_req_t *req = coll_container_of(pos, coll_tp_req_t, link);
+        tcp_tx_t *rts = &tcp_priv(req)->tx;
+        /* an RTS half written finishes first (ep_destroy fails it if it must) */
+        if (ep->conn[0].cur == rts)
+            continue;
+        if (rts->link.next && rts->link.next != &rts->link) /* still queued: drop it */
+            coll_list_del(&rts->link);
+        coll_list_del(&req->link);
+        req->complete(req, status);
+    }
+    coll_list_for_each_safe(pos, tmp, &ep->rndv_recvs) {
+        coll_tp_req_t *req = coll_container_of(pos, coll_tp_req_t, link);
+        if (being_filled(ep, req)) /* a receive being filled right now finishes first */
+            continue;
+        coll_list_del(&req->link);
+        req->complete(req, status);
+    }
+}
+
+/* Drop what socket c was doing: its frames and its receive in progress. */
+static void conn_fail(tcp_conn_t *c, coll_status_t status)
+{
+    /* A receive being filled by an eager payload sits in no list. */
+    if (c->rx_req && c->rx_hdr.type == TCP_EAGER && c->rx_state == TCP_RX_PAYLOAD)
+        c->rx_req->complete(c->rx_req, status);
+    c->rx_req = NULL;
+    c->rx_state = TCP_RX_HDR;
+    c->rxbuf_off = c->rxbuf_len = 0;
+    if (c->cur) {
+        tcp_tx_t *tx = c->cur;
+        c->cur = NULL;
+        tx_done(tx, status);
+    }
+    while (!coll_list_empty(&c->ctlq)) {
+        tcp_tx_t *tx = coll_list_first(&c->ctlq, tcp_tx_t, link);
+        coll_list_del(&tx->link);
+        tx_done(tx, status);
     }
 }
 
 void tcp_ep_fail_requests(tcp_ep_t *ep, coll_status_t status)
 {
-    coll_list_t *lists[] = {&ep->rndv_sends, &ep->rndv_recvs};
+    coll_list_t *lists[] = {&ep->rndv_sends, &ep->active_sends, &ep->rndv_recvs};
 
-    /* A receive being filled by an eager payload sits in no list. */
-    if (ep->rx_req && ep->rx_hdr.type == TCP_EAGER && ep->rx_state == TCP_RX_PAYLOAD)
-        ep->rx_req->complete(ep->rx_req, status);
-    ep->rx_req = NULL;
-    ep->rx_state = TCP_RX_HDR;
-    while (!coll_list_empty(&ep->txq)) {
-        tcp_tx_t *tx = coll_list_first(&ep->txq, tcp_tx_t, link);
-        coll_list_del(&tx->link);
-        if (tx->req)
-            tx->req->complete(tx->req, status);
-        if (tx->heap)
-            free(tx);
-    }
+    for (int i = 0; i < ep->nconn; i++)
+        conn_fail(&ep->conn[i], status);
+    /* granted sends still in the list complete here, whatever their chunks
+     * in flight did above */
     for (size_t i = 0; i < COLL_ARRAY_LEN(lists); i++) {
         while (!coll_list_empty(lists[i])) {
             coll_tp_req_t *req = coll_list_first(lists[i], coll_tp_req_t, link);

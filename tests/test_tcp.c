@@ -1,0 +1,372 @@
+/*
+ * test_tcp.c: the TCP transport's own guarantees, over real loopback
+ * sockets between forked ranks:
+ *   - striping (COLL_NSOCKS 1, 2, 4, with small and default chunks):
+ *     point-to-point of odd sizes, many tags interleaved both ways, equal
+ *     tags matched in the order they were sent, and collectives;
+ *   - ranks with different COLL_NSOCKS still connect (a pair uses the
+ *     smaller count);
+ *   - head-of-line fix: simultaneous large exchanges both ways with small
+ *     messages going through in the middle of them;
+ *   - the cost model: probed alpha and beta are the same on every rank,
+ *     and COLL_LINK_BANDWIDTH / COLL_LINK_LATENCY are honoured.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithms.h"
+#include "comm.h"
+#include "harness.h"
+
+static uint8_t pattern(int src, int salt, size_t i)
+{
+    return (uint8_t)(i * 131 + (size_t)src * 7 + (size_t)salt * 29 + (i >> 13));
+}
+
+static void fill(uint8_t *buf, size_t n, int src, int salt)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = pattern(src, salt, i);
+}
+
+static void verify(const uint8_t *buf, size_t n, int src, int salt)
+{
+    for (size_t i = 0; i < n; i++)
+        RANK_CHECK(buf[i] == pattern(src, salt, i), "byte %zu of %zu from rank %d (message %d): "
+                   "got %u, expected %u", i, n, src, salt, buf[i], pattern(src, salt, i));
+}
+
+/* Settings of one striping case. */
+typedef struct stripe_case {
+    const char *nsocks;
+    const char *chunk;
+} stripe_case_t;
+
+static const stripe_case_t stripe_cases[] = {
+    {"1", "128K"}, {"2", "128K"}, {"4", "128K"}, {"2", "4K"}, {"4", "4K"}, {"3", "16K"},
+};
+
+static void set_case(int i)
+{
+    setenv("COLL_NSOCKS", stripe_cases[i].nsocks, 1);
+    setenv("COLL_TCP_CHUNK", stripe_cases[i].chunk, 1);
+}
+
+/* ---- point-to-point, many tags interleaved ------------------------------- */
+
+/* Message k: its size and its tag. Tags repeat (k % 7), so messages with
+ * equal tags must match in the order they were posted: their sizes
+ * differ, so a swap fails as a size mismatch or as wrong bytes. */
+static const size_t msg_sizes[] = {0, 1, 4095, 65536, 65537, (1u << 20) + 3, 7, 300001,
+                                   (5u << 20) + 11, 2, 131072, 262143, 1 << 20, 99999};
+#define NMSG (sizeof(msg_sizes) / sizeof(msg_sizes[0]))
+
+static int rank_stripe_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    int peer = 1 - rank;
+    uint8_t *out[NMSG], *in[NMSG];
+    coll_request_t req[2 * NMSG];
+    (void)arg;
+
+    for (int round = 0; round < 3; round++) {
+        for (size_t k = 0; k < NMSG; k++) {
+            out[k] = malloc(msg_sizes[k] + 1);
+            in[k] = malloc(msg_sizes[k] + 1);
+            RANK_CHECK(out[k] && in[k], "out of memory");
+            fill(out[k], msg_sizes[k], rank, (int)k + round);
+            memset(in[k], 0xee, msg_sizes[k]);
+        }
+        /* receives posted in reverse order of tags first, or after the
+         * sends, by round: expected and unexpected arrivals both */
+        if (round != 1)
+            for (size_t k = 0; k < NMSG; k++)
+                RANK_OK(coll_irecv(in[k], msg_sizes[k], COLL_UINT8, peer, (int)(k % 7), comm,
+                                   &req[NMSG + k]));
+        for (size_t k = 0; k < NMSG; k++)
+            RANK_OK(coll_isend(out[k], msg_sizes[k], COLL_UINT8, peer, (int)(k % 7), comm,
+                               &req[k]));
+        if (round == 1)
+            for (size_t k = 0; k < NMSG; k++)
+                RANK_OK(coll_irecv(in[k], msg_sizes[k], COLL_UINT8, peer, (int)(k % 7), comm,
+                                   &req[NMSG + k]));
+        RANK_OK(coll_waitall(2 * (int)NMSG, req));
+        for (size_t k = 0; k < NMSG; k++) {
+            verify(in[k], msg_sizes[k], peer, (int)k + round);
+            free(out[k]);
+            free(in[k]);
+        }
+    }
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_stripe_p2p)
+{
+    set_case(_i);
+    ck_assert_int_eq(harness_run(2, rank_stripe_p2p, NULL, 90), 0);
+}
+END_TEST
+
+/* ---- collectives over striped links --------------------------------------- */
+
+/* One job per algorithm, forced, on 3 ranks: ring, butterfly (folded at 3)
+ * and recursive doubling, all-reduce twice, then an all-gather. */
+typedef struct coll_job {
+    const char *algo;
+} coll_job_t;
+
+static int rank_stripe_coll_one(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const coll_job_t *job = arg;
+    const size_t count = (3u << 20) / 4 + 5;
+    int32_t *src = malloc(count * 4), *dst = malloc(count * 4);
+    int32_t *ag = malloc(count * 4 * (size_t)nranks);
+
+    RANK_CHECK(src && dst && ag, "out of memory");
+    setenv("COLL_ALGO", job->algo, 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    for (size_t i = 0; i < count; i++)
+        src[i] = (int32_t)(i * 3 + (size_t)rank * 1000003);
+    for (int rep = 0; rep < 2; rep++) {
+        RANK_OK(coll_allreduce(src, dst, count, COLL_INT32, COLL_SUM, comm));
+        for (size_t i = 0; i < count; i++) {
+            int64_t want = 0;
+            for (int r = 0; r < nranks; r++)
+                want += (int64_t)(i * 3 + (size_t)r * 1000003);
+            RANK_CHECK(dst[i] == (int32_t)want, "%s: element %zu: got %d, expected %d",
+                       job->algo, i, dst[i], (int32_t)want);
+        }
+    }
+    RANK_OK(coll_allgather(src, ag, count, COLL_INT32, comm));
+    for (int r = 0; r < nranks; r++)
+        for (size_t i = 0; i < count; i++)
+            RANK_CHECK(ag[(size_t)r * count + i] == (int32_t)(i * 3 + (size_t)r * 1000003),
+                       "allgather: block %d element %zu", r, i);
+    RANK_OK(coll_comm_destroy(comm));
+    free(src);
+    free(dst);
+    free(ag);
+    return 0;
+}
+
+START_TEST(test_stripe_coll)
+{
+    static const coll_job_t jobs[] = {{"allreduce:ring"}, {"allreduce:butterfly"},
+                                      {"allreduce:recursive_doubling"}};
+    set_case(_i);
+    for (size_t j = 0; j < sizeof(jobs) / sizeof(jobs[0]); j++)
+        ck_assert_int_eq(harness_run(3, rank_stripe_coll_one, (void *)&jobs[j], 90), 0);
+}
+END_TEST
+
+/* ---- different COLL_NSOCKS on the two sides --------------------------------- */
+
+static int rank_mixed(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    static const char *const mine[] = {"1", "4", "2"};
+    const size_t n = (3u << 20) + 1;
+    uint8_t *out = malloc(n), *in = malloc(n);
+    (void)arg;
+
+    RANK_CHECK(out && in, "out of memory");
+    setenv("COLL_NSOCKS", mine[rank % 3], 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    int right = (rank + 1) % nranks, left = (rank + nranks - 1) % nranks;
+    fill(out, n, rank, 5);
+    RANK_OK(coll_sendrecv(out, n, COLL_UINT8, right, 3, in, n, COLL_UINT8, left, 3, comm));
+    verify(in, n, left, 5);
+    RANK_OK(coll_comm_destroy(comm));
+    free(out);
+    free(in);
+    return 0;
+}
+
+START_TEST(test_mixed_nsocks)
+{
+    ck_assert_int_eq(harness_run(3, rank_mixed, NULL, 60), 0);
+}
+END_TEST
+
+/* ---- head of line: both directions at once ------------------------------- */
+
+#define BIDIR_BYTES (48u << 20)
+#define BIDIR_SMALL 64
+
+/* Each rank sends one large message and receives one, both posted at
+ * once; then small messages go both ways while the large ones are in
+ * flight, each answered before the next (a ping-pong inside the
+ * exchange): with control frames stuck behind data this still completes,
+ * but every byte is checked, including the small ones. */
+static int rank_bidir(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    int peer = 1 - rank;
+    uint8_t *out = malloc(BIDIR_BYTES), *in = malloc(BIDIR_BYTES);
+    uint8_t small_out[100], small_in[100];
+    coll_request_t big[2];
+    (void)arg;
+
+    RANK_CHECK(out && in, "out of memory");
+    for (int rep = 0; rep < 2; rep++) {
+        fill(out, BIDIR_BYTES, rank, rep);
+        memset(in, 0, BIDIR_BYTES);
+        RANK_OK(coll_irecv(in, BIDIR_BYTES, COLL_UINT8, peer, 1000, comm, &big[0]));
+        RANK_OK(coll_isend(out, BIDIR_BYTES, COLL_UINT8, peer, 1000, comm, &big[1]));
+        for (int k = 0; k < BIDIR_SMALL; k++) {
+            size_t n = 1 + (size_t)k % 97;
+            fill(small_out, n, rank, 1000 + k);
+            RANK_OK(coll_sendrecv(small_out, n, COLL_UINT8, peer, k, small_in, n, COLL_UINT8,
+                                  peer, k, comm));
+            verify(small_in, n, peer, 1000 + k);
+        }
+        RANK_OK(coll_waitall(2, big));
+        verify(in, BIDIR_BYTES, peer, rep);
+    }
+    RANK_OK(coll_comm_destroy(comm));
+    free(out);
+    free(in);
+    return 0;
+}
+
+START_TEST(test_bidir)
+{
+    setenv("COLL_NSOCKS", _i ? "2" : "1", 1);
+    ck_assert_int_eq(harness_run(2, rank_bidir, NULL, 120), 0);
+}
+END_TEST
+
+/* ---- the cost model ------------------------------------------------------ */
+
+typedef struct cost_expect {
+    double alpha, beta; /* 0: probed, only checked for agreement */
+} cost_expect_t;
+
+/* Every rank gathers every rank's (alpha, beta, gamma, copy) and checks
+ * they are bit for bit its own: the choice of algorithm depends on them. */
+static int rank_costs(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const cost_expect_t *want = arg;
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    double mine[4] = {comm->alpha, comm->beta, comm->gamma, comm->copy};
+    double *all = calloc((size_t)nranks * 4, sizeof(double));
+
+    RANK_CHECK(all, "out of memory");
+    RANK_CHECK(mine[0] > 0 && mine[1] > 0, "alpha %g, beta %g", mine[0], mine[1]);
+    RANK_OK(coll_allgather(mine, all, 4 * sizeof(double), COLL_UINT8, comm));
+    for (int r = 0; r < nranks; r++)
+        RANK_CHECK(memcmp(all + 4 * r, mine, sizeof(mine)) == 0, "rank %d has alpha %g beta %g "
+                   "gamma %g copy %g, rank %d has alpha %g beta %g gamma %g copy %g", r,
+                   all[4 * r], all[4 * r + 1], all[4 * r + 2], all[4 * r + 3], rank, mine[0],
+                   mine[1], mine[2], mine[3]);
+    if (want->alpha > 0)
+        RANK_CHECK(mine[0] == want->alpha, "alpha %g, forced %g", mine[0], want->alpha);
+    if (want->beta > 0)
+        RANK_CHECK(mine[1] == want->beta, "beta %g, forced %g", mine[1], want->beta);
+    RANK_OK(coll_comm_destroy(comm));
+    free(all);
+    return 0;
+}
+
+START_TEST(test_cost_agreed)
+{
+    cost_expect_t want = {0, 0};
+    setenv("COLL_COST_PROBE", _i ? "1M" : "0", 1);
+    ck_assert_int_eq(harness_run(4, rank_costs, &want, 60), 0);
+}
+END_TEST
+
+START_TEST(test_cost_forced)
+{
+    cost_expect_t want = {1e-3, 1.0 / (1 << 20)};
+    setenv("COLL_LINK_BANDWIDTH", "1M", 1);
+    setenv("COLL_LINK_LATENCY", "1ms", 1);
+    ck_assert_int_eq(harness_run(3, rank_costs, &want, 60), 0);
+}
+END_TEST
+
+/* A forced slow link moves the choice: at 1 MiB/s, 16 KiB on 4 ranks is
+ * worth a bandwidth-optimal algorithm, not recursive doubling's 2x the
+ * bytes; with the default figures recursive doubling wins at that size. */
+static int rank_choice(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const char *want = arg;
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    const coll_algo_t *algo = NULL;
+    coll_args_t a = {.coll = COLL_ALLREDUCE, .count = 4096, .dt = COLL_FLOAT32,
+                     .op = COLL_SUM, .esize = 4, .chunk_bytes = comm->chunk_bytes,
+                     .det_scratch_max = comm->det_scratch_max};
+
+    RANK_OK(coll_algo_select(comm, &a, &algo));
+    RANK_CHECK(strcmp(algo->name, want) == 0 || (want[0] == '!' && strcmp(algo->name, want + 1)),
+               "chose %s, expected %s", algo->name, want);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_cost_choice)
+{
+    setenv("COLL_LINK_LATENCY", "14us", 1);
+    if (_i) {
+        setenv("COLL_LINK_BANDWIDTH", "1M", 1);
+        ck_assert_int_eq(harness_run(4, rank_choice, (void *)"!recursive_doubling", 60), 0);
+    } else {
+        setenv("COLL_LINK_BANDWIDTH", "3000M", 1);
+        ck_assert_int_eq(harness_run(4, rank_choice, (void *)"recursive_doubling", 60), 0);
+    }
+}
+END_TEST
+
+/* ---- ranks that disagree on COLL_COST_PROBE ------------------------------------ */
+
+/* Rank 1 probes with another size: init must fail on every rank well
+ * before COLL_TIMEOUT (it would otherwise wait for the other ranks' probe
+ * until then), and every rank's message must name the variable. */
+static int rank_probe_differs(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    coll_comm_t comm = NULL;
+    coll_status_t st;
+    (void)arg;
+
+    setenv("COLL_COST_PROBE", rank == 1 ? "1M" : "2M", 1);
+    setenv("COLL_TIMEOUT", "60s", 1);
+    st = coll_comm_init_rank(&comm, nranks, *id, rank);
+    RANK_CHECK(st != COLL_OK, "init succeeded with different COLL_COST_PROBE");
+    RANK_CHECK(strstr(coll_get_last_error(NULL), "COLL_COST_PROBE differs"), "message: %s",
+               coll_get_last_error(NULL));
+    return 0;
+}
+
+START_TEST(test_cost_probe_differs)
+{
+    /* 20 s: a third of COLL_TIMEOUT, so a wait for the deadline fails */
+    ck_assert_int_eq(harness_run(3, rank_probe_differs, NULL, 20), 0);
+}
+END_TEST
+
+static Suite *tcp_suite(void)
+{
+    Suite *s = suite_create("tcp");
+    TCase *tc = tcase_create("stripe");
+    tcase_set_timeout(tc, 240);
+    tcase_add_loop_test(tc, test_stripe_p2p, 0, (int)(sizeof(stripe_cases) / sizeof(stripe_cases[0])));
+    tcase_add_loop_test(tc, test_stripe_coll, 1, 3);
+    tcase_add_test(tc, test_mixed_nsocks);
+    tcase_add_loop_test(tc, test_bidir, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("cost");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_cost_agreed, 0, 2);
+    tcase_add_test(tc, test_cost_forced);
+    tcase_add_loop_test(tc, test_cost_choice, 0, 2);
+    tcase_add_test(tc, test_cost_probe_differs);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    /* ranks of one host would otherwise talk through shared memory */
+    setenv("COLL_TRANSPORTS", "tcp", 1);
+    return harness_main(tcp_suite());
+}
