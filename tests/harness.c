@@ -246,3 +246,22 @@ pid_t harness_exec(const char *const *argv, const char *out_path, const char *er
     }
     return pid;
 }
+
+uint8_t harness_pattern(int src, int salt, size_t i)
+{
+    return (uint8_t)(i * 31 + (size_t)src * 7 + (size_t)salt * 13 + (i >> 12));
+}
+
+void harness_fill(uint8_t *buf, size_t n, int src, int salt)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = harness_pattern(src, salt, i);
+}
+
+void harness_verify(const uint8_t *buf, size_t n, int src, int salt)
+{
+    for (size_t i = 0; i < n; i++)
+        RANK_CHECK(buf[i] == harness_pattern(src, salt, i), "byte %zu of %zu from rank %d "
+                   "(message %d): got %u, expected %u", i, n, src, salt, buf[i],
+                   harness_pattern(src, salt, i));
+}

@@ -88,4 +88,11 @@ void harness_tmpdir_remove(const char *dir);
 /* A Check suite runner shared by every test program. */
 int harness_main(Suite *suite);
 
+/* Message bytes that differ per sender, message (salt) and offset, so that
+ * a misplaced, stale or foreign chunk shows: fill a buffer, or check one
+ * (a rank exits through RANK_CHECK at the first wrong byte, naming it). */
+uint8_t harness_pattern(int src, int salt, size_t i);
+void harness_fill(uint8_t *buf, size_t n, int src, int salt);
+void harness_verify(const uint8_t *buf, size_t n, int src, int salt);
+
 #endif /* COLL_TEST_HARNESS_H */

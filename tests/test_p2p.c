@@ -12,24 +12,6 @@
 
 /* Byte i of a message from `src` with `salt`: differs per sender, message
  * and offset, so a misplaced or stale chunk shows. */
-static uint8_t pattern(int src, int salt, size_t i)
-{
-    return (uint8_t)(i * 31 + (size_t)src * 7 + (size_t)salt * 13 + (i >> 12));
-}
-
-static void fill(uint8_t *buf, size_t n, int src, int salt)
-{
-    for (size_t i = 0; i < n; i++)
-        buf[i] = pattern(src, salt, i);
-}
-
-static void verify(const uint8_t *buf, size_t n, int src, int salt)
-{
-    for (size_t i = 0; i < n; i++)
-        RANK_CHECK(buf[i] == pattern(src, salt, i), "byte %zu of %zu from rank %d (salt %d): "
-                   "got %u, expected %u", i, n, src, salt, buf[i], pattern(src, salt, i));
-}
-
 /* ---- sizes ------------------------------------------------------------------ */
 
 static const size_t sizes[] = {0, 1, 7, 4095, 65536, 65537, 1 << 20, (1 << 20) + 3, 64u << 20};
@@ -46,22 +28,22 @@ static int rank_sizes(int rank, int nranks, const coll_unique_id_t *id, void *ar
         size_t n = sizes[k];
         int peer = 1 - rank;
         if (rank == 0) {
-            fill(buf, n, 0, (int)k);
+            harness_fill(buf, n, 0, (int)k);
             RANK_OK(coll_send(buf, n, COLL_UINT8, peer, (int)k, comm));
             memset(buf, 0, n);
             RANK_OK(coll_recv(buf, n, COLL_UINT8, peer, (int)k, comm));
-            verify(buf, n, 1, (int)k);
+            harness_verify(buf, n, 1, (int)k);
             /* to itself: isend first, then the receive (rendezvous when large) */
             coll_request_t req;
-            fill(buf, n, 0, (int)k + 100);
+            harness_fill(buf, n, 0, (int)k + 100);
             RANK_OK(coll_isend(buf, n, COLL_UINT8, 0, 9, comm, &req));
             RANK_OK(coll_recv(self, n, COLL_UINT8, 0, 9, comm));
             RANK_OK(coll_wait(&req));
-            verify(self, n, 0, (int)k + 100);
+            harness_verify(self, n, 0, (int)k + 100);
         } else {
             RANK_OK(coll_recv(buf, n, COLL_UINT8, peer, (int)k, comm));
-            verify(buf, n, 0, (int)k);
-            fill(buf, n, 1, (int)k);
+            harness_verify(buf, n, 0, (int)k);
+            harness_fill(buf, n, 1, (int)k);
             RANK_OK(coll_send(buf, n, COLL_UINT8, peer, (int)k, comm));
         }
     }
@@ -103,14 +85,14 @@ static int rank_flight(int rank, int nranks, const coll_unique_id_t *id, void *a
         size_t n = flight_size(i);
         out[i] = malloc(n + 1);
         in[i] = malloc(n + 1);
-        fill(out[i], n, rank, i);
+        harness_fill(out[i], n, rank, i);
         /* receives and sends interleaved, as a pipelined application does */
         RANK_OK(coll_irecv(in[i], n, COLL_UINT8, peer, i % 5, comm, &reqs[2 * i]));
         RANK_OK(coll_isend(out[i], n, COLL_UINT8, peer, i % 5, comm, &reqs[2 * i + 1]));
     }
     RANK_OK(coll_waitall(2 * FLIGHT, reqs));
     for (int i = 0; i < FLIGHT; i++) {
-        verify(in[i], flight_size(i), peer, i);
+        harness_verify(in[i], flight_size(i), peer, i);
         free(in[i]);
         free(out[i]);
     }
@@ -170,9 +152,9 @@ static int rank_tags(int rank, int nranks, const coll_unique_id_t *id, void *arg
     (void)arg;
 
     if (rank == 1) {
-        fill(a, 100, 1, 1);
-        fill(b, big, 1, 2);
-        fill(c, 200, 1, 3);
+        harness_fill(a, 100, 1, 1);
+        harness_fill(b, big, 1, 2);
+        harness_fill(c, 200, 1, 3);
         coll_request_t r[3];
         RANK_OK(coll_isend(a, 100, COLL_UINT8, 0, 1, comm, &r[0]));
         RANK_OK(coll_isend(b, big, COLL_UINT8, 0, 2, comm, &r[1]));
@@ -180,11 +162,11 @@ static int rank_tags(int rank, int nranks, const coll_unique_id_t *id, void *arg
         RANK_OK(coll_waitall(3, r));
     } else {
         RANK_OK(coll_recv(b, big, COLL_UINT8, 1, 2, comm));
-        verify(b, big, 1, 2);
+        harness_verify(b, big, 1, 2);
         RANK_OK(coll_recv(a, 100, COLL_UINT8, 1, 1, comm));
-        verify(a, 100, 1, 1);
+        harness_verify(a, 100, 1, 1);
         RANK_OK(coll_recv(c, 200, COLL_UINT8, 1, 1, comm));
-        verify(c, 200, 1, 3);
+        harness_verify(c, 200, 1, 3);
     }
     RANK_OK(coll_barrier(comm));
     RANK_OK(coll_comm_destroy(comm));
@@ -214,13 +196,13 @@ static int rank_ring(int rank, int nranks, const coll_unique_id_t *id, void *arg
     (void)arg;
 
     for (int round = 0; round < 3; round++) {
-        fill(out, n, rank, round);
+        harness_fill(out, n, rank, round);
         RANK_OK(coll_sendrecv(out, n, COLL_UINT8, right, round, in, n, COLL_UINT8, left, round,
                               comm));
-        verify(in, n, left, round);
+        harness_verify(in, n, left, round);
         RANK_OK(coll_sendrecv(out, n, COLL_UINT8, left, 50 + round, in, n, COLL_UINT8, right,
                               50 + round, comm));
-        verify(in, n, right, round);
+        harness_verify(in, n, right, round);
     }
     RANK_OK(coll_comm_destroy(comm));
     free(out);

@@ -26,24 +26,6 @@
 
 #include "harness.h"
 
-static uint8_t pattern(int src, int salt, size_t i)
-{
-    return (uint8_t)(i * 31 + (size_t)src * 7 + (size_t)salt * 13 + (i >> 12));
-}
-
-static void fill(uint8_t *buf, size_t n, int src, int salt)
-{
-    for (size_t i = 0; i < n; i++)
-        buf[i] = pattern(src, salt, i);
-}
-
-static void verify(const uint8_t *buf, size_t n, int src, int salt)
-{
-    for (size_t i = 0; i < n; i++)
-        RANK_CHECK(buf[i] == pattern(src, salt, i), "byte %zu of %zu from rank %d (salt %d): "
-                   "got %u, expected %u", i, n, src, salt, buf[i], pattern(src, salt, i));
-}
-
 /* ---- point to point ------------------------------------------------------------ */
 
 enum { PATH_CMA, PATH_RING, PATH_REFUSED, NPATHS };
@@ -96,15 +78,15 @@ static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
     for (size_t k = 0; k < NSIZES && rank < 2; k++) {
         size_t n = sizes[k];
         if (rank == 0) {
-            fill(buf, n, 0, (int)k);
+            harness_fill(buf, n, 0, (int)k);
             RANK_OK(coll_send(buf, n, COLL_UINT8, peer, (int)k, comm));
             memset(buf, 0, n);
             RANK_OK(coll_recv(buf, n, COLL_UINT8, peer, (int)k, comm));
-            verify(buf, n, 1, (int)k);
+            harness_verify(buf, n, 1, (int)k);
         } else {
             RANK_OK(coll_recv(buf, n, COLL_UINT8, peer, (int)k, comm));
-            verify(buf, n, 0, (int)k);
-            fill(buf, n, 1, (int)k);
+            harness_verify(buf, n, 0, (int)k);
+            harness_fill(buf, n, 1, (int)k);
             RANK_OK(coll_send(buf, n, COLL_UINT8, peer, (int)k, comm));
         }
     }
@@ -118,7 +100,7 @@ static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
         for (size_t t = 0; t < ntags; t++)
             for (int j = 0; j < 2; j++) {
                 size_t n = (j ? 300u << 10 : 100) + t, off = (2 * t + (size_t)j) * slot;
-                fill(out + off, n, 0, (int)(t * 2) + j);
+                harness_fill(out + off, n, 0, (int)(t * 2) + j);
                 RANK_OK(coll_isend(out + off, n, COLL_UINT8, 1, tags[t], comm,
                                    &reqs[2 * t + (size_t)j]));
             }
@@ -130,7 +112,7 @@ static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
             for (int j = 0; j < 2; j++) {
                 size_t n = (j ? 300u << 10 : 100) + t;
                 RANK_OK(coll_recv(buf, n, COLL_UINT8, 0, tags[t], comm));
-                verify(buf, n, 0, (int)(t * 2) + j);
+                harness_verify(buf, n, 0, (int)(t * 2) + j);
             }
     }
     /* a receive of the wrong size fails with the sender's size (a large

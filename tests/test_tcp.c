@@ -18,24 +18,6 @@
 #include "comm.h"
 #include "harness.h"
 
-static uint8_t pattern(int src, int salt, size_t i)
-{
-    return (uint8_t)(i * 131 + (size_t)src * 7 + (size_t)salt * 29 + (i >> 13));
-}
-
-static void fill(uint8_t *buf, size_t n, int src, int salt)
-{
-    for (size_t i = 0; i < n; i++)
-        buf[i] = pattern(src, salt, i);
-}
-
-static void verify(const uint8_t *buf, size_t n, int src, int salt)
-{
-    for (size_t i = 0; i < n; i++)
-        RANK_CHECK(buf[i] == pattern(src, salt, i), "byte %zu of %zu from rank %d (message %d): "
-                   "got %u, expected %u", i, n, src, salt, buf[i], pattern(src, salt, i));
-}
-
 /* Settings of one striping case. */
 typedef struct stripe_case {
     const char *nsocks;
@@ -74,7 +56,7 @@ static int rank_stripe_p2p(int rank, int nranks, const coll_unique_id_t *id, voi
             out[k] = malloc(msg_sizes[k] + 1);
             in[k] = malloc(msg_sizes[k] + 1);
             RANK_CHECK(out[k] && in[k], "out of memory");
-            fill(out[k], msg_sizes[k], rank, (int)k + round);
+            harness_fill(out[k], msg_sizes[k], rank, (int)k + round);
             memset(in[k], 0xee, msg_sizes[k]);
         }
         /* receives posted in reverse order of tags first, or after the
@@ -92,7 +74,7 @@ static int rank_stripe_p2p(int rank, int nranks, const coll_unique_id_t *id, voi
                                    &req[NMSG + k]));
         RANK_OK(coll_waitall(2 * (int)NMSG, req));
         for (size_t k = 0; k < NMSG; k++) {
-            verify(in[k], msg_sizes[k], peer, (int)k + round);
+            harness_verify(in[k], msg_sizes[k], peer, (int)k + round);
             free(out[k]);
             free(in[k]);
         }
@@ -173,9 +155,9 @@ static int rank_mixed(int rank, int nranks, const coll_unique_id_t *id, void *ar
     setenv("COLL_NSOCKS", mine[rank % 3], 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
     int right = (rank + 1) % nranks, left = (rank + nranks - 1) % nranks;
-    fill(out, n, rank, 5);
+    harness_fill(out, n, rank, 5);
     RANK_OK(coll_sendrecv(out, n, COLL_UINT8, right, 3, in, n, COLL_UINT8, left, 3, comm));
-    verify(in, n, left, 5);
+    harness_verify(in, n, left, 5);
     RANK_OK(coll_comm_destroy(comm));
     free(out);
     free(in);
@@ -209,19 +191,19 @@ static int rank_bidir(int rank, int nranks, const coll_unique_id_t *id, void *ar
 
     RANK_CHECK(out && in, "out of memory");
     for (int rep = 0; rep < 2; rep++) {
-        fill(out, BIDIR_BYTES, rank, rep);
+        harness_fill(out, BIDIR_BYTES, rank, rep);
         memset(in, 0, BIDIR_BYTES);
         RANK_OK(coll_irecv(in, BIDIR_BYTES, COLL_UINT8, peer, 1000, comm, &big[0]));
         RANK_OK(coll_isend(out, BIDIR_BYTES, COLL_UINT8, peer, 1000, comm, &big[1]));
         for (int k = 0; k < BIDIR_SMALL; k++) {
             size_t n = 1 + (size_t)k % 97;
-            fill(small_out, n, rank, 1000 + k);
+            harness_fill(small_out, n, rank, 1000 + k);
             RANK_OK(coll_sendrecv(small_out, n, COLL_UINT8, peer, k, small_in, n, COLL_UINT8,
                                   peer, k, comm));
-            verify(small_in, n, peer, 1000 + k);
+            harness_verify(small_in, n, peer, 1000 + k);
         }
         RANK_OK(coll_waitall(2, big));
-        verify(in, BIDIR_BYTES, peer, rep);
+        harness_verify(in, BIDIR_BYTES, peer, rep);
     }
     RANK_OK(coll_comm_destroy(comm));
     free(out);

@@ -167,12 +167,6 @@ coll_status_t shm_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
 
 /* ---- receiving ---------------------------------------------------------- */
 
-static void size_mismatch(coll_tp_req_t *req, size_t msg_len)
-{
-    req->bytes_done = msg_len;
-    req->complete(req, COLL_ERR_SIZE_MISMATCH);
-}
-
 /* Read len bytes at the peer's addr into dst: 0, or the errno. */
 static int cma_read(shm_ep_t *ep, void *dst, uint64_t addr, size_t len)
 {
@@ -221,7 +215,7 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
     if (!req || req->len != msg_len) {
         shm_tx_control(ep, &fin); /* the sender completes; we report the mismatch */
         if (req)
-            size_mismatch(req, msg_len);
+            coll_match_size_mismatch(req, msg_len);
         return;
     }
     if (addr && ep->iface->cma) {
@@ -285,7 +279,7 @@ static void on_eager(shm_ep_t *ep, const shm_rec_t *h, const uint8_t *payload)
     coll_tp_req_t *req = coll_match_take_posted(&ep->match, h->tag);
 
     if (req && req->len != h->len) {
-        size_mismatch(req, h->len);
+        coll_match_size_mismatch(req, h->len);
     } else if (req) {
         coll_copy(req->buf, payload, h->len);
         req->bytes_done = h->len;
@@ -504,14 +498,7 @@ coll_status_t shm_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
         return COLL_OK;
     }
     if (ux->data) {
-        if (ux->len == req->len) {
-            coll_copy(req->buf, ux->data, ux->len);
-            req->bytes_done = ux->len;
-            req->complete(req, COLL_OK);
-        } else {
-            size_mismatch(req, ux->len);
-        }
-        free(ux->data);
+        coll_match_deliver_eager(req, ux);
     } else if (ep->state == SHM_EP_READY && !ep->peer_left) {
         answer_rts(ep, req, ux->id, ux->len, (uint64_t)(uintptr_t)ux->ctx);
     } else {

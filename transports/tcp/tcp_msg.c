@@ -298,12 +298,6 @@ static void rx_discard(tcp_conn_t *c, size_t len)
     c->rx_left = len;
 }
 
-static void size_mismatch(coll_tp_req_t *req, size_t msg_len)
-{
-    req->bytes_done = msg_len;
-    req->complete(req, COLL_ERR_SIZE_MISMATCH);
-}
-
 /* Answer an RTS that matched `req` (or, when req is NULL or of another
  * size, tell the sender to drop the message). The CTS jumps the queue of
  * socket 0: the sender's data waits for it. */
@@ -314,7 +308,7 @@ static void answer_rts(tcp_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
     if (!req || req->len != msg_len) {
         h.flags = TCP_CTS_DISCARD;
         if (req)
-            size_mismatch(req, msg_len);
+            coll_match_size_mismatch(req, msg_len);
     } else {
         tcp_priv(req)->id = ep->next_recv_id++;
         h.aux = tcp_priv(req)->id;
@@ -347,7 +341,7 @@ static void on_eager(tcp_conn_t *c, const tcp_hdr_t *h)
     }
     req = coll_match_take_posted(&ep->match, h->tag);
     if (req && req->len != h->len) {
-        size_mismatch(req, h->len);
+        coll_match_size_mismatch(req, h->len);
         rx_discard(c, h->len);
         return;
     }
@@ -498,7 +492,7 @@ static void unexpected_done(tcp_conn_t *c)
         late->bytes_done = ux->len;
         late->complete(late, COLL_OK);
     } else {
-        size_mismatch(late, ux->len);
+        coll_match_size_mismatch(late, ux->len);
     }
     free(ux->data);
     free(ux);
@@ -658,14 +652,7 @@ coll_status_t tcp_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
         return COLL_OK;
     }
     if (ux->data) {
-        if (ux->len == req->len) {
-            coll_copy(req->buf, ux->data, ux->len);
-            req->bytes_done = ux->len;
-            req->complete(req, COLL_OK);
-        } else {
-            size_mismatch(req, ux->len);
-        }
-        free(ux->data);
+        coll_match_deliver_eager(req, ux);
     } else if (ep->state == TCP_EP_READY && !ep->peer_left) {
         answer_rts(ep, req, ux->id, ux->len);
     } else {

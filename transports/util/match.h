@@ -67,6 +67,28 @@ static inline coll_unexp_t *coll_match_take_unexpected(coll_match_t *m, uint64_t
     return NULL;
 }
 
+/* The sender's length differs from the receive's: bytes_done tells the
+ * core the sender's length, for its message. */
+static inline void coll_match_size_mismatch(coll_tp_req_t *req, size_t msg_len)
+{
+    req->bytes_done = msg_len;
+    req->complete(req, COLL_ERR_SIZE_MISMATCH);
+}
+
+/* A receive matched an unexpected eager message (ux->data): copy it out and
+ * complete the receive; frees the copy, not ux. */
+static inline void coll_match_deliver_eager(coll_tp_req_t *req, coll_unexp_t *ux)
+{
+    if (ux->len == req->len) {
+        coll_copy(req->buf, ux->data, ux->len);
+        req->bytes_done = ux->len;
+        req->complete(req, COLL_OK);
+    } else {
+        coll_match_size_mismatch(req, ux->len);
+    }
+    free(ux->data);
+}
+
 /* Complete every posted receive with `status` (the endpoint is going away). */
 static inline void coll_match_fail_posted(coll_match_t *m, coll_status_t status)
 {
