@@ -551,6 +551,7 @@ static void comm_teardown(struct coll_comm *comm)
         if (comm->peers[r].ep)
             comm->peers[r].ops->ep_destroy(comm->peers[r].ep);
     coll_sched_drain(comm); /* their messages were just failed by ep_destroy */
+    coll_sched_cache_release(comm);
     for (int i = comm->niface - 1; i >= 0; i--)
         comm->ifaces[i]->ops->iface_close(comm->ifaces[i]);
     comm->niface = 0;

@@ -51,6 +51,8 @@ typedef struct coll_peer {
     coll_tp_ep_t *ep;
 } coll_peer_t;
 
+#define COLL_SCRATCH_CACHE 4
+
 struct coll_comm {
     uint64_t magic;
     struct coll_comm *next_handle; /* every handle ever returned (tombstones) */
@@ -88,6 +90,10 @@ struct coll_comm {
     int check_args;
     size_t chunk_bytes;
     size_t det_scratch_max;
+    /* Scratch blocks of finished collectives, kept for the next ones (a
+     * fresh large block faults in every page on every call); owned by
+     * schedule.c, under the lock. */
+    struct { void *p; size_t len; } scratch_cache[COLL_SCRATCH_CACHE];
     /* Cost model, agreed across ranks at init (the maximum of each), so that
      * every rank chooses the same algorithm for a call. */
     double alpha, beta;            /* the slowest transport in use */

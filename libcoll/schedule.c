@@ -55,7 +55,7 @@ struct coll_sched {
     coll_status_t status;       /* first error (building or running) */
     coll_vid_t gate;            /* every new vertex waits for it (-1: none) */
     coll_vid_t failed;          /* the vertex that failed first (-1: none) */
-    void **scratch;
+    struct coll_scratch { void *p; size_t len; } *scratch;
     uint32_t nscratch, capscratch;
     struct coll_request *req;   /* the collective's request */
 };
@@ -120,15 +120,76 @@ static int grow(void **p, uint32_t *cap, uint32_t n, size_t esize)
     return 0;
 }
 
+/* Blocks below this come from malloc's free lists, cheap to get again. */
+#define SCRATCH_CACHE_MIN (64u * 1024)
+
+/* The smallest cached block that holds `bytes`, taken out of the cache. */
+static void *scratch_take(struct coll_comm *comm, size_t bytes, size_t *len_p)
+{
+    int best = -1;
+    void *p;
+
+    for (int i = 0; i < COLL_SCRATCH_CACHE; i++)
+        if (comm->scratch_cache[i].p && comm->scratch_cache[i].len >= bytes &&
+            (best < 0 || comm->scratch_cache[i].len < comm->scratch_cache[best].len))
+            best = i;
+    if (best < 0)
+        return NULL;
+    p = comm->scratch_cache[best].p;
+    *len_p = comm->scratch_cache[best].len;
+    comm->scratch_cache[best].p = NULL;
+    return p;
+}
+
+/* Keep a finished schedule's block in place of an empty slot or of the
+ * smallest cached one, if that is smaller; free what is not kept. */
+static void scratch_give(struct coll_comm *comm, void *p, size_t len)
+{
+    int victim = 0;
+
+    if (len < SCRATCH_CACHE_MIN) {
+        free(p);
+        return;
+    }
+    for (int i = 0; i < COLL_SCRATCH_CACHE; i++) {
+        if (!comm->scratch_cache[i].p) {
+            victim = i;
+            break;
+        }
+        if (comm->scratch_cache[i].len < comm->scratch_cache[victim].len)
+            victim = i;
+    }
+    if (comm->scratch_cache[victim].p && comm->scratch_cache[victim].len >= len) {
+        free(p);
+        return;
+    }
+    free(comm->scratch_cache[victim].p);
+    comm->scratch_cache[victim].p = p;
+    comm->scratch_cache[victim].len = len;
+}
+
+void coll_sched_cache_release(struct coll_comm *comm)
+{
+    for (int i = 0; i < COLL_SCRATCH_CACHE; i++) {
+        free(comm->scratch_cache[i].p);
+        comm->scratch_cache[i].p = NULL;
+    }
+}
+
 void *coll_sched_scratch(coll_sched_t *s, size_t bytes)
 {
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p || grow((void **)&s->scratch, &s->capscratch, s->nscratch, sizeof(void *)) != 0) {
+    size_t len = bytes ? bytes : 1;
+    void *p = len >= SCRATCH_CACHE_MIN ? scratch_take(s->comm, len, &len) : NULL;
+
+    if (!p)
+        p = malloc(len);
+    if (!p || grow((void **)&s->scratch, &s->capscratch, s->nscratch, sizeof(*s->scratch)) != 0) {
         free(p);
         nomem(s);
         return NULL;
     }
-    s->scratch[s->nscratch++] = p;
+    s->scratch[s->nscratch].p = p;
+    s->scratch[s->nscratch++].len = len;
     return p;
 }
 
@@ -271,7 +332,7 @@ void coll_sched_free(coll_sched_t *s)
         if (s->v[i].req) /* never for a finished schedule: see sched_finish */
             s->v[i].req->sched = NULL;
     for (uint32_t i = 0; i < s->nscratch; i++)
-        free(s->scratch[i]);
+        scratch_give(s->comm, s->scratch[i].p, s->scratch[i].len);
     free(s->scratch);
     free(s->v);
     free(s->edge);

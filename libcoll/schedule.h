@@ -121,6 +121,8 @@ void coll_sched_progress(struct coll_comm *comm);
 /* The communicator is going away and its endpoints are closed: finish
  * every schedule (with an error if it had not finished) and free it. */
 void coll_sched_drain(struct coll_comm *comm);
+/* Free the scratch blocks the communicator kept for later collectives. */
+void coll_sched_cache_release(struct coll_comm *comm);
 void coll_sched_vertex_done(coll_sched_t *s, uint32_t vid, coll_status_t status);
 /* Describe what a stalled collective waits for (peers, bytes). */
 void coll_sched_describe_wait(const coll_sched_t *s, char *buf, size_t len);
