@@ -3,14 +3,37 @@
 # namespaces joined by veth pairs to a bridge, shapes each host's link, starts
 # one collrun per host in multi-host mode, runs a benchmark, reports busbw as
 # a percentage of the link rate, and removes everything it made, also on
-# Ctrl-C, SIGTERM, SIGHUP or when a step fails midway.
+# Ctrl-C, SIGTERM, SIGHUP or when a step fails midway. With --lib gloo or
+# --lib openmpi it runs the same benchmark with a peer library across the
+# same namespaces and links instead (the peer benchmarks of bench/peers/).
 #
 #   bench/cluster.sh [--hosts 4] [--ranks-per-host 1] [--rate 1gbit] [--loss 0%]
 #                    [--partition HOST[@SECONDS]] [--timeout 300] [--keep]
-#                    [--build DIR] [--] [BENCH [ARGS...]]
+#                    [--lib libcoll|gloo|openmpi] [--build DIR] [--] [BENCH [ARGS...]]
 #   bench/cluster.sh --cleanup        # remove what killed runs left behind
 #
 # Default benchmark: all_reduce_perf -b 1M -e 32M -f 2 -c 1 (from DIR/bin).
+#
+# Peers (--lib): the same benchmark name and sizes, run by the peer
+# benchmark built by bench/peers/Makefile (DIR/peers/), which writes the same
+# CSV as coll_perf: BENCH all_reduce_perf, all_gather_perf, broadcast_perf,
+# reduce_perf, reduce_scatter_perf or alltoall_perf becomes its -C collective;
+# of ARGS it takes -b -e -f -n -w -c -r, -d float, -o sum and -a 3 (the peers
+# always time a call as the mean per call, max over ranks); anything else is
+# refused (exit 2).
+#   gloo     one gloo_perf per host: ip netns exec <host> gloo_perf --rank i
+#            --nranks N --store RUNDIR/gloo-store --host <host's address>
+#            (Gloo has no launcher; the ranks meet in a FileStore directory,
+#            which all namespaces see). One rank per host only.
+#   openmpi  mpirun.openmpi started in host 0 with --host <the hosts'
+#            addresses>:K, --bind-to none (every namespace sees the same
+#            cores), --mca plm_rsh_agent RUNDIR/rsh-agent (in place of ssh: it
+#            runs Open MPI's "ADDRESS COMMAND..." in ADDRESS's namespace with
+#            ip netns exec), --mca plm_rsh_no_tree_spawn 1, --mca btl tcp,self
+#            --mca pml ob1 --mca btl_tcp_if_include eth0 --mca
+#            oob_tcp_if_include eth0, --allow-run-as-root. OMPI_MCA_*
+#            variables in the environment reach it (e.g.
+#            OMPI_MCA_mpi_yield_when_idle=1).
 #
 # What is modelled:
 #   - rate: every host's link is shaped in both directions with tc tbf, on the
@@ -49,7 +72,9 @@
 # was wrong); a failed host's collrun status (the first to fail; 124 when it
 # ran past --timeout); 1 when results were wrong (#wrong > 0) or setup
 # failed; 2 usage error; 77 skipped (not root, or no network namespaces, tc
-# tbf or nftables: the reason is printed); 128+signal when interrupted.
+# tbf or nftables, or the peer's benchmark or launcher missing: the reason is
+# printed); 128+signal when interrupted. With a peer, its launcher stands for
+# collrun: each host's gloo_perf, or mpirun (one job, started in host 0).
 set -u
 # The whole script is one { ... } block: bash parses it completely before
 # running it, so editing this file cannot break a run in progress.
@@ -75,7 +100,7 @@ QLAT_MS=20      # tbf queue: what is queued beyond this much time is dropped
 DEFAULT_BENCH=all_reduce_perf
 DEFAULT_ARGS=(-b 1M -e 32M -f 2 -c 1)
 
-HOSTS=4 RPH=1 RATE=1gbit LOSS=0% PARTITION="" TIMEOUT=300 KEEP=0 CLEANUP=0
+HOSTS=4 RPH=1 RATE=1gbit LOSS=0% PARTITION="" TIMEOUT=300 KEEP=0 CLEANUP=0 LIB=libcoll
 BUILD="$TOP/build"
 
 usage() {
@@ -93,9 +118,14 @@ usage: $PROG [options] [--] [BENCH [ARGS...]]
                          unless COLL_TIMEOUT is set)
   --timeout S            bound on each host's collrun, seconds (default 300)
   --keep                 keep the directory with each host's output
+  --lib L                libcoll, gloo or openmpi: which library runs the
+                         benchmark (default libcoll); gloo and openmpi run
+                         DIR/peers/gloo_perf or mpi_perf.openmpi (make -f
+                         bench/peers/Makefile BUILD=DIR) with BENCH's
+                         collective and sizes
   --cleanup              remove namespaces left by killed runs, then exit
-  --build DIR            build directory with bin/collrun and the benchmark
-                         (default $TOP/build)
+  --build DIR            build directory with bin/collrun and the benchmark,
+                         and peers/ for --lib (default $TOP/build)
 BENCH is a name in DIR/bin or a path (default $DEFAULT_BENCH ${DEFAULT_ARGS[*]}).
 Needs root; without it prints 'skipped: needs root' and exits 77.
 EOF
@@ -153,6 +183,7 @@ while [ $# -gt 0 ]; do
     --partition) need_val "$@"; PARTITION="$2"; shift 2 ;;
     --timeout) need_val "$@"; TIMEOUT="$2"; shift 2 ;;
     --build) need_val "$@"; BUILD="$2"; shift 2 ;;
+    --lib) need_val "$@"; LIB="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --cleanup) CLEANUP=1; shift ;;
     --) shift; break ;;
@@ -189,6 +220,48 @@ if [ -n "$PARTITION" ]; then
     PART_HOST="${BASH_REMATCH[1]}" PART_AT="${BASH_REMATCH[3]:-0}"
     [ "$PART_HOST" -lt "$HOSTS" ] || die_usage "--partition: host $PART_HOST is not in 0..$((HOSTS - 1))"
 fi
+
+# The peer benchmarks (bench/peers/) take coll_perf's common options: map
+# BENCH to their -C collective and ARGS to theirs, refusing what they do not
+# measure rather than measuring something else.
+PEER_ARGS=()
+peer_args() {
+    local name a="" bench_name
+    bench_name=$(basename "$BENCH")
+    name=${bench_name%_perf}
+    case "$name" in
+    all_reduce | all_gather | broadcast | reduce | reduce_scatter | alltoall) ;;
+    *) die_usage "--lib $LIB: '$bench_name' has no counterpart in the peer benchmarks (they run all_reduce_perf, all_gather_perf, broadcast_perf, reduce_perf, reduce_scatter_perf and alltoall_perf)" ;;
+    esac
+    PEER_ARGS=(-C "$name")
+    set -- "${BENCH_ARGS[@]}"
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        -b | -e | -f | -n | -w | -c | -r | -d | -o | -a)
+            [ $# -ge 2 ] || die_usage "--lib $LIB: $bench_name option $1 needs a value"
+            a="$2" ;;
+        esac
+        case "$1" in
+        -b | -e | -f | -n | -w | -c | -r) PEER_ARGS+=("$1" "$a"); shift 2 ;;
+        -d) [ "$a" = float ] || die_usage "--lib $LIB: -d $a: the peer benchmarks measure -d float only"
+            shift 2 ;;
+        -o) [ "$a" = sum ] || die_usage "--lib $LIB: -o $a: the peer benchmarks measure -o sum only"
+            shift 2 ;;
+        -a) [ "$a" = 3 ] || die_usage "--lib $LIB: -a $a: the peer benchmarks time a call as the mean per call, max over ranks (-a 3) only"
+            shift 2 ;;
+        *) die_usage "--lib $LIB: '$1' is not an option the peer benchmarks take (they take -b -e -f -n -w -c -r with a value each, -d float, -o sum, -a 3; the script adds --csv)" ;;
+        esac
+    done
+}
+case "$LIB" in
+libcoll) ;;
+gloo | openmpi)
+    peer_args
+    [ "$LIB" = openmpi ] || [ "$RPH" = 1 ] ||
+        die_usage "--lib gloo runs one rank per host (--ranks-per-host $RPH)"
+    ;;
+*) die_usage "--lib '$LIB': expected libcoll, gloo or openmpi" ;;
+esac
 
 # ---- capabilities -----------------------------------------------------------------
 
@@ -261,18 +334,37 @@ fi
 # ---- the run --------------------------------------------------------------------
 
 P="lcc$$"
-COLLRUN="$BUILD/bin/collrun"
-case "$BENCH" in
-*/*) ;;
-*) BENCH="$BUILD/bin/$BENCH" ;;
+case "$LIB" in
+libcoll)
+    COLLRUN="$BUILD/bin/collrun"
+    case "$BENCH" in
+    */*) ;;
+    *) BENCH="$BUILD/bin/$BENCH" ;;
+    esac
+    [ -x "$COLLRUN" ] || { warn "no $COLLRUN: build first (make BUILD=$BUILD)"; exit 1; }
+    [ -x "$BENCH" ] || { warn "no benchmark $BENCH (built? see --build)"; exit 1; }
+    COLLRUN="$(cd "$(dirname "$COLLRUN")" && pwd)/collrun"
+    BENCH="$(cd "$(dirname "$BENCH")" && pwd)/$(basename "$BENCH")"
+    LAUNCHER=collrun NJOBS=$HOSTS
+    ;;
+gloo)
+    PEER_BIN="$BUILD/peers/gloo_perf"
+    [ -x "$PEER_BIN" ] || skip "--lib gloo: no $PEER_BIN (make -f bench/peers/Makefile BUILD=$BUILD; needs libgloo-dev and g++)"
+    LAUNCHER=gloo_perf NJOBS=$HOSTS
+    ;;
+openmpi)
+    PEER_BIN="$BUILD/peers/mpi_perf.openmpi"
+    command -v mpirun.openmpi >/dev/null || skip "--lib openmpi: no mpirun.openmpi (openmpi-bin)"
+    [ -x "$PEER_BIN" ] || skip "--lib openmpi: no $PEER_BIN (make -f bench/peers/Makefile BUILD=$BUILD; needs libopenmpi-dev)"
+    LAUNCHER=mpirun NJOBS=1   # one mpirun, in host 0, for every host
+    ;;
 esac
-[ -x "$COLLRUN" ] || { warn "no $COLLRUN: build first (make BUILD=$BUILD)"; exit 1; }
-[ -x "$BENCH" ] || { warn "no benchmark $BENCH (built? see --build)"; exit 1; }
-COLLRUN="$(cd "$(dirname "$COLLRUN")" && pwd)/collrun"
-BENCH="$(cd "$(dirname "$BENCH")" && pwd)/$(basename "$BENCH")"
+if [ "$LIB" != libcoll ]; then
+    PEER_BIN="$(cd "$(dirname "$PEER_BIN")" && pwd)/$(basename "$PEER_BIN")"
+fi
 
 NS_MADE=()      # every namespace made so far, for cleanup
-HOST_PIDS=()    # per host: pid of its `timeout ... collrun`
+HOST_PIDS=()    # per job (one per host; openmpi: one): pid of its `timeout ...`
 HOST_RC=()      # per host: exit status, once known
 HOST_T=()       # per host: seconds from the start to its end
 RUNDIR=""
@@ -445,23 +537,78 @@ case "$(basename "$BENCH")" in
 *_perf) [[ " ${BENCH_ARGS[*]} " == *" --csv "* ]] || CSV=1 ;;
 esac
 
-say "running $(basename "$BENCH") ${BENCH_ARGS[*]} (COLL_TIMEOUT=${COLL_TIMEOUT:-default}, at most $TIMEOUT s per host)"
+# Open MPI's stand-in for ssh: mpirun runs "AGENT [ssh options] ADDRESS
+# COMMAND...", as it would run ssh; the agent runs COMMAND (Open MPI's orted
+# with its arguments, quoted for a remote shell) by /bin/sh in the namespace
+# that owns ADDRESS, as sshd would run it by the login shell.
+write_rsh_agent() {
+    local i
+    {
+        echo '#!/bin/bash'
+        echo "# Written by $PROG (pid $$) for one run: mpirun's plm_rsh_agent."
+        echo 'set -u'
+        echo 'while [ $# -gt 0 ]; do'
+        echo '    case "$1" in -[bcDeEFiIJlLmoOpQRSwW]) shift 2 ;; -*) shift ;; *) break ;; esac'
+        echo 'done'
+        echo '[ $# -ge 2 ] || { echo "rsh-agent: expected ADDRESS COMMAND..." >&2; exit 255; }'
+        echo 'case "$1" in'
+        for ((i = 0; i < HOSTS; i++)); do echo "$SUBNET.$((i + 1))) ns=${P}h$i ;;"; done
+        echo '*) echo "rsh-agent: $1 is not a host of this cluster ('"$SUBNET.1-$HOSTS"')" >&2; exit 255 ;;'
+        echo 'esac'
+        echo 'shift'
+        echo 'exec ip netns exec "$ns" /bin/sh -c "$*"'
+    } >"$RUNDIR/rsh-agent" && chmod 700 "$RUNDIR/rsh-agent"
+}
+
+# What each job runs: start_job J starts job J in the background.
+start_job() {
+    local i="$1" extra=() hostlist="" k
+    case "$LIB" in
+    libcoll)
+        [ -n "$CSV" ] && extra=(--csv "$RUNDIR/host$i.csv")
+        timeout -k 10 "$TIMEOUT" ip netns exec "${P}h$i" "$COLLRUN" --tag-output \
+            --nnodes "$HOSTS" --node-rank "$i" --master-addr "$SUBNET.1" \
+            --master-port "$MASTER_PORT" --kill-grace 2 -n "$RPH" -- \
+            "$BENCH" "${BENCH_ARGS[@]}" "${extra[@]}" \
+            >"$RUNDIR/host$i.out" 2>"$RUNDIR/host$i.err" </dev/null &
+        ;;
+    gloo)
+        timeout -k 10 "$TIMEOUT" ip netns exec "${P}h$i" "$PEER_BIN" --rank "$i" \
+            --nranks "$HOSTS" --store "$RUNDIR/gloo-store" --host "$SUBNET.$((i + 1))" \
+            "${PEER_ARGS[@]}" --csv "$RUNDIR/host$i.csv" \
+            >"$RUNDIR/host$i.out" 2>"$RUNDIR/host$i.err" </dev/null &
+        ;;
+    openmpi)
+        for ((k = 0; k < HOSTS; k++)); do hostlist="$hostlist${hostlist:+,}$SUBNET.$((k + 1)):$RPH"; done
+        # shellcheck disable=SC2054 # tcp,self is one MCA value
+        timeout -k 10 "$TIMEOUT" ip netns exec "${P}h0" mpirun.openmpi --allow-run-as-root \
+            -np "$NRANKS" --host "$hostlist" --bind-to none \
+            --mca plm_rsh_agent "$RUNDIR/rsh-agent" --mca plm_rsh_no_tree_spawn 1 \
+            --mca btl tcp,self --mca pml ob1 --mca btl_tcp_if_include eth0 \
+            --mca oob_tcp_if_include eth0 \
+            "$PEER_BIN" "${PEER_ARGS[@]}" --csv "$RUNDIR/host0.csv" \
+            >"$RUNDIR/host0.out" 2>"$RUNDIR/host0.err" </dev/null &
+        ;;
+    esac
+    HOST_PIDS[i]=$!
+}
+
+case "$LIB" in
+libcoll) RUNNING="$(basename "$BENCH") ${BENCH_ARGS[*]}" ;;
+gloo) CSV=1 RUNNING="gloo_perf ${PEER_ARGS[*]}, one per host"
+    mkdir "$RUNDIR/gloo-store" || setup_fail "mkdir $RUNDIR/gloo-store" ;;
+openmpi) CSV=1 RUNNING="mpirun.openmpi (in host 0, $RPH rank(s) per host) mpi_perf.openmpi ${PEER_ARGS[*]}"
+    write_rsh_agent || setup_fail "cannot write $RUNDIR/rsh-agent" ;;
+esac
+say "library: $LIB; running $RUNNING (COLL_TIMEOUT=${COLL_TIMEOUT:-default}, at most $TIMEOUT s per $LAUNCHER)"
 T0=$EPOCHREALTIME
 [ "$PART_AT" = 0 ] && [ -n "$PART_HOST" ] && partition_now
-for ((i = 0; i < HOSTS; i++)); do
-    extra=()
-    [ -n "$CSV" ] && extra=(--csv "$RUNDIR/host$i.csv")
-    timeout -k 10 "$TIMEOUT" ip netns exec "${P}h$i" "$COLLRUN" --tag-output \
-        --nnodes "$HOSTS" --node-rank "$i" --master-addr "$SUBNET.1" \
-        --master-port "$MASTER_PORT" --kill-grace 2 -n "$RPH" -- \
-        "$BENCH" "${BENCH_ARGS[@]}" "${extra[@]}" \
-        >"$RUNDIR/host$i.out" 2>"$RUNDIR/host$i.err" </dev/null &
-    HOST_PIDS[i]=$!
-done
+for ((i = 0; i < NJOBS; i++)); do start_job "$i"; done
 
-# Wait for every host; each is bounded by timeout. When one fails, the others
-# get GRACE_S to report their own view of it, then they are ended.
-FIRST_FAIL="" FAIL_T="" left=$HOSTS part_done=0 ended_by_us=() shown=0
+# Wait for every job (one per host; openmpi: the one mpirun); each is bounded
+# by timeout. When one fails, the others get GRACE_S to report their own view
+# of it, then they are ended.
+FIRST_FAIL="" FAIL_T="" left=$NJOBS part_done=0 ended_by_us=() shown=0
 
 # Host 0's output as it comes (rank 0 prints the table), whole lines only,
 # without collrun's "[rank] " tags; flush_host0 all also prints a last line
@@ -476,7 +623,7 @@ show_host0() {
 }
 [ "$PART_AT" = 0 ] && part_done=1
 while [ "$left" -gt 0 ]; do
-    for ((i = 0; i < HOSTS; i++)); do
+    for ((i = 0; i < NJOBS; i++)); do
         [ -n "${HOST_RC[i]:-}" ] && continue
         kill -0 "${HOST_PIDS[i]}" 2>/dev/null && continue
         wait "${HOST_PIDS[i]}"
@@ -496,7 +643,7 @@ while [ "$left" -gt 0 ]; do
     fi
     if [ -n "$FIRST_FAIL" ] && [ "${#ended_by_us[@]}" = 0 ] &&
         awk -v a="$EPOCHREALTIME" -v b="$FAIL_T" -v g="$GRACE_S" 'BEGIN { exit !(a - b >= g) }'; then
-        for ((i = 0; i < HOSTS; i++)); do
+        for ((i = 0; i < NJOBS; i++)); do
             [ -n "${HOST_RC[i]:-}" ] && continue
             kill -TERM "${HOST_PIDS[i]}" 2>/dev/null
             ended_by_us+=("$i")
@@ -535,10 +682,11 @@ link_stats
 WRONG=0
 if [ -n "$CSV" ] && [ -s "$RUNDIR/host0.csv" ]; then
     echo "#"
+    LIB_VERSION=$(awk -F, 'NR == 2 { print $2; exit }' "$RUNDIR/host0.csv")
     if [ "$RATE_BPS" = 0 ]; then
-        echo "# busbw (links unshaped: no percentage of a link rate)"
+        echo "# $LIB${LIB_VERSION:+ $LIB_VERSION}: busbw (links unshaped: no percentage of a link rate)"
     else
-        echo "# busbw as % of the link rate ($RATE each way per host link = $(awk -v r="$RATE_BPS" 'BEGIN { printf "%.3f", r / 8e9 }') GB/s)"
+        echo "# $LIB${LIB_VERSION:+ $LIB_VERSION}: busbw as % of the link rate ($RATE each way per host link = $(awk -v r="$RATE_BPS" 'BEGIN { printf "%.3f", r / 8e9 }') GB/s)"
     fi
     echo "# busbw (nccl-tests' definition) is the traffic on each rank's link under a"
     echo "# bandwidth-optimal algorithm: for all-reduce 2(n-1)/n of the data, as the"
@@ -550,10 +698,17 @@ if [ -n "$CSV" ] && [ -s "$RUNDIR/host0.csv" ]; then
         echo "# exceed 100%; the ring with host-contiguous ranks still crosses each link"
         echo "# once each way."
     fi
-    echo "# '% of link' uses the benchmark's busbw, whose time is the mean over ranks"
-    echo "# (nccl-tests' -a 1): ranks that finish early pull it down, so short calls"
-    echo "# can show over 100%. '% p50' uses the median iteration's slowest rank"
-    echo "# instead (busbw * time / p50)."
+    if [ "$LIB" != libcoll ] || [[ " ${BENCH_ARGS[*]} " == *" -a 3 "* ]]; then
+        echo "# '% of link' uses the benchmark's busbw, whose time is the mean per call of"
+        echo "# the slowest rank (coll_perf's -a 3, as the peer benchmarks always time)."
+        echo "# '% p50' uses the median iteration's slowest rank instead"
+        echo "# (busbw * time / p50)."
+    else
+        echo "# '% of link' uses the benchmark's busbw, whose time is the mean over ranks"
+        echo "# (nccl-tests' -a 1): ranks that finish early pull it down, so short calls"
+        echo "# can show over 100%. '% p50' uses the median iteration's slowest rank"
+        echo "# instead (busbw * time / p50)."
+    fi
     awk -F, -v rate="$RATE_BPS" -v wrongfile="$RUNDIR/wrong" '
         function pct(bw) { return rate > 0 ? sprintf("%.1f%%", 100 * bw * 1e9 / (rate / 8)) : "-" }
         NR == 1 { for (k = 1; k <= NF; k++) col[$k] = k
@@ -573,16 +728,20 @@ fi
 
 # How the job ended, and why, in each host's own words.
 EXIT_RC=0
-for ((i = 0; i < HOSTS; i++)); do
+for ((i = 0; i < NJOBS; i++)); do
     rc="${HOST_RC[i]}"
     [ "$rc" = 0 ] && continue
     [ "$EXIT_RC" = 0 ] && EXIT_RC=$rc
     case " ${ended_by_us[*]} " in
     *" $i "*) why="ended by $PROG after host $FIRST_FAIL failed (status $rc)" ;;
     *) if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then why="ran past --timeout $TIMEOUT s (status $rc)"
-       else why="collrun exited with status $rc"; fi ;;
+       else why="$LAUNCHER exited with status $rc"; fi ;;
     esac
-    warn "host $i (ranks $((i * RPH))..$((i * RPH + RPH - 1))): $why at ${HOST_T[i]} s"
+    if [ "$LIB" = openmpi ]; then
+        warn "mpirun in host 0 (ranks 0..$((NRANKS - 1)) on every host): $why at ${HOST_T[i]} s"
+    else
+        warn "host $i (ranks $((i * RPH))..$((i * RPH + RPH - 1))): $why at ${HOST_T[i]} s"
+    fi
     grep -v '^\s*$' "$RUNDIR/host$i.err" | tail -n 4 | sed "s/^/cluster:   host $i: /" >&2
 done
 [ -n "$FIRST_FAIL" ] && EXIT_RC=${HOST_RC[FIRST_FAIL]}

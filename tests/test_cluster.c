@@ -357,6 +357,68 @@ START_TEST(test_sigint)
 }
 END_TEST
 
+/* A run with a peer library (--lib gloo|openmpi) across the same
+ * namespaces: 2 sizes x 2 placements, exit 0, every summary row, 0 wrong,
+ * the library named in the summary, and afterwards no namespace of the run
+ * and no process in one (their inodes are taken while it runs). Peers not
+ * built or installed: the script says why and exits 77 ("skipped"). */
+static void peer_run(const char *lib)
+{
+    run_t r;
+    unsigned long inos[MAX_NS];
+    int nns = 0, n;
+    row_t rows[16];
+    char header[64];
+    const char *args[] = {"--lib", lib, "--hosts", "4", "--rate", "1gbit", "--timeout",
+                          RUN_LIMIT, "--", "all_reduce_perf", "-b", "64K", "-e", "256K", "-f",
+                          "4", "-n", "3", "-c", "1", NULL};
+    cluster_spawn(&r, NULL, args);
+    /* Watch the namespaces while it runs: all 5 of them, once. */
+    for (double until = harness_now() + 30; harness_now() < until && nns < 5; nap_ms(10)) {
+        siginfo_t si = {0};
+        if (waitid(P_PID, (id_t)r.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            si.si_pid == r.pid)
+            break; /* ended (reaped by cluster_wait) */
+        nns = namespaces_of(r.prefix, inos, MAX_NS);
+    }
+    cluster_wait(&r, 60);
+    if (skipped(&r))
+        return;
+    ck_assert_msg(r.code == 0, "--lib %s: exit %d:\n%s", lib, r.code, r.out);
+    snprintf(header, sizeof(header), "# %s ", lib);
+    ck_assert_msg(strstr(r.out, header) && strstr(r.out, "% of the link rate"),
+                  "--lib %s: no summary header naming it:\n%s", lib, r.out);
+    n = summary_rows(r.out, rows, 16);
+    ck_assert_msg(n == 4, "--lib %s: %d summary rows, expected 4 (2 sizes x 2 placements):\n%s",
+                  lib, n, r.out);
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(rows[i].wrong == 0, "--lib %s: %zu B %s: %ld wrong", lib, rows[i].size,
+                      rows[i].place, rows[i].wrong);
+        ck_assert_msg(rows[i].pct > 0, "--lib %s: %zu B: no bandwidth", lib, rows[i].size);
+    }
+    assert_no_namespaces(&r);
+    ck_assert_msg(nns == 5, "--lib %s: never saw the run's 5 namespaces:\n%s", lib, r.out);
+    ck_assert_msg(procs_in(inos, nns) == 0, "--lib %s: processes left in the run's namespaces",
+                  lib);
+    free(r.out);
+}
+
+START_TEST(test_gloo)
+{
+    if (not_root())
+        return;
+    peer_run("gloo");
+}
+END_TEST
+
+START_TEST(test_openmpi)
+{
+    if (not_root())
+        return;
+    peer_run("openmpi");
+}
+END_TEST
+
 /* Without root it says so and exits 77; bad flags are usage errors. */
 START_TEST(test_not_root)
 {
@@ -382,6 +444,21 @@ START_TEST(test_not_root)
     cluster_run(&r, bad_rate, 30);
     ck_assert_msg(r.code == 2 && strstr(r.out, "--rate '1gbps'"), "exit %d:\n%s", r.code, r.out);
     free(r.out);
+    /* A benchmark or option the peers do not have is refused, not faked. */
+    const char *bad_lib[] = {"--lib", "nccl", NULL};
+    const char *bad_peer_bench[] = {"--lib", "gloo", "--", "scatter_perf", NULL};
+    const char *bad_peer_opt[] = {"--lib", "openmpi", "--", "all_reduce_perf", "-A", "ring", NULL};
+    cluster_run(&r, bad_lib, 30);
+    ck_assert_msg(r.code == 2 && strstr(r.out, "--lib 'nccl'"), "exit %d:\n%s", r.code, r.out);
+    free(r.out);
+    cluster_run(&r, bad_peer_bench, 30);
+    ck_assert_msg(r.code == 2 && strstr(r.out, "'scatter_perf' has no counterpart"), "exit %d:\n%s",
+                  r.code, r.out);
+    free(r.out);
+    cluster_run(&r, bad_peer_opt, 30);
+    ck_assert_msg(r.code == 2 && strstr(r.out, "'-A' is not an option"), "exit %d:\n%s", r.code,
+                  r.out);
+    free(r.out);
 }
 END_TEST
 
@@ -398,6 +475,8 @@ int main(void)
     tcase_add_test(tc, test_loss);
     tcase_add_test(tc, test_partition);
     tcase_add_test(tc, test_sigint);
+    tcase_add_test(tc, test_gloo);
+    tcase_add_test(tc, test_openmpi);
     suite_add_tcase(s, tc);
     return harness_main(s);
 }
