@@ -69,14 +69,14 @@ typedef enum coll_param_type {
     X(POLL_SPIN, COLL_PARAM_DURATION, "20us",                                            \
       "How long a waiting thread polls (yielding the core between polls) before it "    \
       "sleeps in the kernel")                                                            \
-    X(SHM_RING_SIZE, COLL_PARAM_SIZE, "256K",                                            \
+    X(SHM_RING_SIZE, COLL_PARAM_SIZE, "512K",                                            \
       "Shared-memory transport: bytes of each ring (one per direction and pair of "      \
       "ranks on a host, in /dev/shm; a power of two, 16K to 64M); the same on every "    \
       "rank")                                                                            \
     X(SHM_CMA, COLL_PARAM_BOOL, "1",                                                     \
       "Shared-memory transport: let receivers copy large messages straight from the "    \
       "sender's buffer (process_vm_readv); 0 copies them through the ring")              \
-    X(SHM_CMA_THRESHOLD, COLL_PARAM_SIZE, "64K",                                         \
+    X(SHM_CMA_THRESHOLD, COLL_PARAM_SIZE, "512K",                                         \
       "Shared-memory transport: messages from this size on take the single-copy path "   \
       "(smaller ones are copied into the ring and out)")                                 \
     X(ALGO, COLL_PARAM_STR, "",                                                          \

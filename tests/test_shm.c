@@ -32,10 +32,12 @@ enum { PATH_CMA, PATH_RING, PATH_REFUSED, NPATHS };
 static const char *path_names[] = {"cross-memory attach", "ring (COLL_SHM_CMA=0)",
                                    "ring after process_vm_readv was refused"};
 
-/* Around the eager limit (64K - 32 with the default 256K ring), the single
- * copy threshold (64K), a ring (256K), and far beyond. */
+/* Around the eager limit (a quarter ring less a 32-byte record header:
+ * 128K - 32 with the default 512K ring, 64K - 32 with a 256K one), the
+ * single-copy threshold (512K by default), a ring, and far beyond. */
 static const size_t sizes[] = {0, 1, 7, 63, 64, 65, 4095, 65503, 65504, 65505, 65535, 65536,
-                               65537, 262144 + 3, 1u << 20, (4u << 20) + 1, 64u << 20};
+                               65537, 131039, 131040, 131041, 262144 + 3, 524287, 524288,
+                               524289, 1u << 20, (4u << 20) + 1, 64u << 20};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 /* process_vm_readv fails with EPERM from now on, as under a container's
