@@ -431,6 +431,11 @@ run_one() { # LIB COLL NP REP
         ;;
     esac
     rc=$?
+    # libcoll ran without -T (its own choice, "auto" in its CSV): label its
+    # rows with the class, as the peers' are, so that tables and plots
+    # put them side by side
+    [ "$lib" = libcoll ] && [ "$TRANSPORT" = any ] && [ -f "$csv" ] &&
+        sed -i 's/^\(libcoll,[^,]*,\)auto,/\1any,/' "$csv"
     wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     case "$rc" in
     0) status=ok ;;
