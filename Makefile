@@ -181,8 +181,8 @@ demo: deps-demo all
 	$(BUILD)/bin/collrun -n 4 $(BUILD)/bin/all_reduce_perf -b 16 -e 64M -f 4 -c 1
 	@if command -v mpicc.openmpi >/dev/null && command -v mpicc.mpich >/dev/null && \
 	    test -f /usr/include/gloo/allreduce.h && command -v g++ >/dev/null; then \
-	    echo "Against the peers (same sweep, TCP, alternating runs; about a minute):"; \
-	    bench/compare.sh --build $(BUILD) --np 4 --reps 1 --verdict; \
+	    echo "Against the peers (same sweep, each library with its defaults on this host, alternating runs; about a minute):"; \
+	    bench/compare.sh --build $(BUILD) --transport any --np 4 --reps 1 --verdict; \
 	else \
 	    echo "verdict skipped: the peers are not installed (make compare installs them)"; \
 	fi
