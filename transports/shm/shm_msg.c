@@ -489,12 +489,11 @@ coll_status_t shm_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
     coll_unexp_t *ux = coll_match_take_unexpected(&ep->match, req->tag);
 
     if (!ux) {
+        coll_status_t why = COLL_OK;
         if (ep->state == SHM_EP_CLOSED || ep->peer_left || ep->bye_queued)
-            req->complete(req, ep->error != COLL_OK ? ep->error
-                               : ep->bye_queued ? COLL_ERR_INVALID_USAGE
-                                                : COLL_ERR_PEER_FAILED);
-        else
-            coll_list_push_back(&ep->match.posted, &req->link);
+            why = ep->error != COLL_OK ? ep->error
+                  : ep->bye_queued ? COLL_ERR_INVALID_USAGE : COLL_ERR_PEER_FAILED;
+        coll_match_post(&ep->match, req, why);
         return COLL_OK;
     }
     if (ux->data) {

@@ -67,6 +67,16 @@ static inline coll_unexp_t *coll_match_take_unexpected(coll_match_t *m, uint64_t
     return NULL;
 }
 
+/* No unexpected message matched `req`: wait for one, or fail at once with
+ * `why` when the endpoint can deliver nothing more (why != COLL_OK). */
+static inline void coll_match_post(coll_match_t *m, coll_tp_req_t *req, coll_status_t why)
+{
+    if (why != COLL_OK)
+        req->complete(req, why);
+    else
+        coll_list_push_back(&m->posted, &req->link);
+}
+
 /* The sender's length differs from the receive's: bytes_done tells the
  * core the sender's length, for its message. */
 static inline void coll_match_size_mismatch(coll_tp_req_t *req, size_t msg_len)
