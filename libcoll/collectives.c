@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "algorithms.h"
+#include "flight.h"
 #include "log.h"
 #include "reduce.h"
 
@@ -109,6 +110,7 @@ static coll_status_t launch(call_t *c, struct coll_request **req_p)
     COLL_CHECK(coll_algo_select(comm, &c->a, &algo));
     c->a.algo = algo->name;
     COLL_CHECK(coll_sched_create(comm, &c->a, algo->name, &s));
+    coll_flight_start(comm, comm->coll_seq, &c->a);
     comm->coll_seq++;
     if (c->a.check_args && comm->nranks > 1)
         coll_check_args_add(s);

@@ -17,6 +17,7 @@
 #include "comm.h"
 #include "log.h"
 #include "param.h"
+#include "flight.h"
 #include "schedule.h"
 
 /* Every handle ever returned, so tombstones stay reachable (and are not
@@ -166,7 +167,15 @@ static const char *peer_desc(struct coll_comm *comm, int peer)
 static coll_status_t fail_stalled(struct coll_comm *comm, struct coll_request *r,
                                   const char *what)
 {
-    char tag[32] = "";
+    char tag[32] = "", why[128];
+    const char *report;
+
+    /* before failing: the running collectives still say what they wait for */
+    snprintf(why, sizeof(why), "%s: no progress for %.1f s (COLL_TIMEOUT)", what ? what : r->op,
+             (double)comm->timeout_ns * 1e-9);
+    report = coll_flight_report(comm, why);
+    if (report)
+        COLL_WARN(COLL_SUBSYS_COLL, "rank %d: hang report written to %s", comm->rank, report);
     if (r->kind == COLL_REQ_COLL) {
         char waiting[COLL_ERRMSG_LEN / 2];
         coll_sched_describe_wait(r->sched, waiting, sizeof(waiting));
@@ -552,6 +561,8 @@ static void comm_teardown(struct coll_comm *comm)
             comm->peers[r].ops->ep_destroy(comm->peers[r].ep);
     coll_sched_drain(comm); /* their messages were just failed by ep_destroy */
     coll_sched_cache_release(comm);
+    free(comm->flight);
+    comm->flight = NULL;
     for (int i = comm->niface - 1; i >= 0; i--)
         comm->ifaces[i]->ops->iface_close(comm->ifaces[i]);
     comm->niface = 0;

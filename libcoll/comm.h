@@ -82,6 +82,7 @@ struct coll_comm {
     int nfollowers;
     pthread_cond_t progress_cond;  /* a request completed, or leadership is free */
     coll_list_t scheds;            /* running schedules (schedule.c) */
+    struct coll_flight_entry *flight; /* the last collectives (flight.c), or NULL */
     /* Collective settings, read at init. */
     const struct coll_algo *forced[COLL_MAX_COLLS];      /* COLL_ALGO */
     const struct coll_algo *last_choice[COLL_MAX_COLLS]; /* to log changes */

@@ -57,19 +57,23 @@ unsigned coll_log_parse_subsys(const char *spec)
     return exclude ? ~mask : mask;
 }
 
-/* Expand %h (host) and %p (pid) in a COLL_DEBUG_FILE path. */
-static void expand_path(const char *pattern, char *out, size_t outlen)
+void coll_log_expand_path(const char *pattern, int rank, char *out, size_t outlen)
 {
     size_t n = 0;
     for (const char *p = pattern; *p && n + 1 < outlen; p++) {
-        if (p[0] == '%' && (p[1] == 'h' || p[1] == 'p')) {
-            int w = (p[1] == 'h') ? snprintf(out + n, outlen - n, "%s", log_host)
-                                  : snprintf(out + n, outlen - n, "%d", (int)getpid());
-            n += (w > 0) ? (size_t)w : 0;
-            p++;
-        } else {
+        int w = -1;
+        if (p[0] == '%' && p[1] == 'h')
+            w = snprintf(out + n, outlen - n, "%s", log_host);
+        else if (p[0] == '%' && p[1] == 'p')
+            w = snprintf(out + n, outlen - n, "%d", (int)getpid());
+        else if (p[0] == '%' && p[1] == 'r' && rank >= 0)
+            w = snprintf(out + n, outlen - n, "%d", rank);
+        if (w < 0) {
             out[n++] = *p;
+            continue;
         }
+        n += (size_t)w < outlen - n ? (size_t)w : outlen - n - 1;
+        p++;
     }
     out[n < outlen ? n : outlen - 1] = '\0';
 }
@@ -105,7 +109,7 @@ static void log_init_once(void)
     coll_log_subsys_cur = coll_log_parse_subsys(coll_param_raw(COLL_PARAM_DEBUG_SUBSYS));
     if (file[0] != '\0') {
         char path[512];
-        expand_path(file, path, sizeof(path));
+        coll_log_expand_path(file, -1, path, sizeof(path));
         int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd >= 0)
             log_fd = fd;

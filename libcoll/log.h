@@ -34,6 +34,9 @@ extern int coll_log_level_cur;       /* -1 until the first check */
 extern unsigned coll_log_subsys_cur;
 
 void coll_log_init(void);
+/* A path pattern with %h (host), %p (pid) and, when rank >= 0, %r (rank)
+ * expanded; other characters are kept. */
+void coll_log_expand_path(const char *pattern, int rank, char *out, size_t outlen);
 void coll_log_emit(coll_log_level_t level, unsigned subsys,
                                const char *file, int line, const char *fmt, ...)
     COLL_PRINTF(5, 6);

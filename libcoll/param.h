@@ -31,6 +31,11 @@ typedef enum coll_param_type {
     X(TIMEOUT, COLL_PARAM_DURATION, "300s",                                              \
       "Deadline of every wait: an operation with no progress for this long fails "       \
       "with COLL_ERR_TIMEOUT and names the peer")                                        \
+    X(HANG_REPORT, COLL_PARAM_STR, "",                                                   \
+      "When a wait times out, write this rank's last 32 collectives (sequence number, "   \
+      "collective, count, datatype, op, root, algorithm, state) and what the running "    \
+      "ones wait for to this file; %r is the rank, %p the pid, %h the host. Empty: no "   \
+      "report")                                                                          \
     X(HANDSHAKE_TIMEOUT, COLL_PARAM_DURATION, "800ms",                                   \
       "Time an incoming connection gets to prove it belongs to the job before it is "    \
       "dropped")                                                                         \

@@ -13,8 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flight.h"
 #include "log.h"
 #include "reduce.h"
+#include "flight.h"
 #include "schedule.h"
 
 enum { V_SEND, V_RECV, V_REDUCE, V_COPY, V_AVG, V_JOIN, V_CHECK };
@@ -440,6 +442,7 @@ static void sched_finish(coll_sched_t *s)
     if (s->status < 0 && s->failed != s->gate)
         coll_comm_fail_recorded(s->comm, s->status);
 
+    coll_flight_end(s->comm, s->seq, s->status);
     coll_list_del(&s->link);
     req->status = s->status;
     req->done = 1;
@@ -566,6 +569,19 @@ size_t coll_sched_bytes_moved(const coll_sched_t *s)
         if (s->v[i].req)
             bytes += s->v[i].req->tp.bytes_done;
     return bytes;
+}
+
+void coll_sched_write_running(struct coll_comm *comm, FILE *f)
+{
+    char waiting[1024];
+    coll_list_t *pos, *tmp;
+
+    coll_list_for_each_safe(pos, tmp, &comm->scheds) {
+        coll_sched_t *s = coll_container_of(pos, coll_sched_t, link);
+        coll_sched_describe_wait(s, waiting, sizeof(waiting));
+        fprintf(f, "  %s waits for: %s\n", s->name,
+                waiting[0] ? waiting : "nothing in flight (its next step is not ready)");
+    }
 }
 
 void coll_sched_describe_wait(const coll_sched_t *s, char *buf, size_t len)

@@ -18,6 +18,8 @@
 #ifndef COLL_SCHEDULE_H
 #define COLL_SCHEDULE_H
 
+#include <stdio.h>
+
 #include "comm.h"
 
 /* The collectives. */
@@ -126,6 +128,9 @@ void coll_sched_cache_release(struct coll_comm *comm);
 void coll_sched_vertex_done(coll_sched_t *s, uint32_t vid, coll_status_t status);
 /* Describe what a stalled collective waits for (peers, bytes). */
 void coll_sched_describe_wait(const coll_sched_t *s, char *buf, size_t len);
+/* Each running schedule of the communicator, one line with what it waits
+ * for (the hang report). */
+void coll_sched_write_running(struct coll_comm *comm, FILE *f);
 /* Bytes moved so far, in-flight messages included (slow; for stall checks). */
 size_t coll_sched_bytes_moved(const coll_sched_t *s);
 

@@ -149,6 +149,55 @@ START_TEST(test_timeout_named)
 }
 END_TEST
 
+/* COLL_HANG_REPORT: rank 1 takes part in three all-reduces and then falls
+ * silent; rank 0's fourth times out and its report must list the four
+ * (three done, #3 in flight) and name rank 1 as the one it waits for. */
+static int rank_hang_report(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    coll_config_t config = COLL_CONFIG_INITIALIZER;
+    const char *dir = arg;
+    char path[256], text[8192] = "";
+    float v[1024] = {0};
+    coll_comm_t comm;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/hang.%%r.txt", dir);
+    setenv("COLL_HANG_REPORT", path, 1);
+    config.timeout_ms = 1000;
+    RANK_OK(coll_comm_init_rank_config(&comm, nranks, id, rank, &config));
+    for (int k = 0; k < 3; k++)
+        RANK_OK(coll_allreduce(v, v, 1024, COLL_FLOAT32, COLL_SUM, comm));
+    if (rank == 1) {
+        sleep(3); /* silent past rank 0's deadline */
+        coll_comm_destroy(comm);
+        return 0;
+    }
+    RANK_CHECK(coll_allreduce(v, v, 1024, COLL_FLOAT32, COLL_SUM, comm) == COLL_ERR_TIMEOUT,
+               "the fourth all-reduce did not time out");
+    snprintf(path, sizeof(path), "%s/hang.0.txt", dir);
+    f = fopen(path, "r");
+    RANK_CHECK(f != NULL, "no hang report at %s", path);
+    text[fread(text, 1, sizeof(text) - 1, f)] = '\0';
+    fclose(f);
+    RANK_CHECK(strstr(text, "libcoll hang report: rank 0 of 2") && strstr(text, "timed out: ") &&
+               strstr(text, "#0 allreduce count 1024 float32 sum") && strstr(text, ": done after") &&
+               strstr(text, "#3 allreduce count 1024 float32 sum") && strstr(text, "in flight for") &&
+               strstr(text, "waits for: ") && strstr(text, "rank 1 ("),
+               "hang report lacks what it must say:\n%s", text);
+    coll_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(test_hang_report)
+{
+    char dir[64];
+
+    harness_tmpdir_make(dir, sizeof(dir), "test-fault");
+    ck_assert_int_eq(harness_run(2, rank_hang_report, dir, 30), 0);
+    harness_tmpdir_remove(dir);
+}
+END_TEST
+
 /* coll_comm_set_timeout changes the deadline of later waits; the barrier
  * names itself in the message. */
 static int rank_set_timeout(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -204,6 +253,7 @@ static Suite *fault_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_sigkill_named, 0, 6);
     tcase_add_test(tc, test_timeout_named);
+    tcase_add_test(tc, test_hang_report);
     tcase_add_test(tc, test_set_timeout);
     tcase_add_test(tc, test_collrun_names_dead_rank);
     suite_add_tcase(s, tc);
