@@ -161,6 +161,9 @@ static inline int coll_fold_first(int v, int rem)
 
 /* Elements per pipeline chunk for this call (COLL_PIPELINE_CHUNK). */
 size_t coll_chunk_elems(const coll_args_t *a);
+/* A reduction on one rank: the result is the rank's own vector, finished
+ * for the average as every algorithm finishes it. */
+void coll_sched_one_rank(coll_sched_t *s);
 /* This process's measured seconds per byte of the reduction kernel and of
  * memcpy (once per process; communicators agree on the maximum). */
 void coll_measure_local_costs(double *gamma_p, double *copy_p);

@@ -89,8 +89,7 @@ static void build(coll_sched_t *s)
     if (a->count == 0)
         return;
     if (p == 1) {
-        coll_vid_t c = coll_sched_copy(s, a->recvbuf, a->sendbuf, a->count * es, COLL_NODEPS);
-        coll_sched_finish_avg(s, a->recvbuf, a->count, COLL_DEPS(c));
+        coll_sched_one_rank(s);
         return;
     }
     if (a->deterministic) {

@@ -260,6 +260,13 @@ size_t coll_chunk_elems(const coll_args_t *a)
     return e ? e : 1;
 }
 
+void coll_sched_one_rank(coll_sched_t *s)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    coll_vid_t c = coll_sched_copy(s, a->recvbuf, a->sendbuf, a->count * a->esize, COLL_NODEPS);
+    coll_sched_finish_avg(s, a->recvbuf, a->count, COLL_DEPS(c));
+}
+
 /* gamma and copy: seconds per byte of the float32 sum kernel and of
  * memcpy, measured once per process on 1 MiB (in cache: the pipelined
  * algorithms work on chunks that were just received). */
