@@ -36,7 +36,8 @@ LDLIBS  += -pthread $(SAN)
 
 # ---- optional dependencies ---------------------------------------------------
 HAVE_CHECK := $(shell pkg-config --exists check 2>/dev/null && echo 1)
-HAVE_VERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
+HAVE_VERBS := $(shell test -f /usr/include/infiniband/verbs.h && \
+                $(CC) -print-file-name=libibverbs.so | grep -q / && echo 1)
 HAVE_OFI   := $(shell pkg-config --exists libfabric 2>/dev/null && echo 1)
 HAVE_CUDA  := $(shell test -x $(CUDA_HOME)/bin/nvcc && echo 1)
 
@@ -52,9 +53,18 @@ say = @echo "  $(1)	$(2)"
 endif
 
 # ---- sources -----------------------------------------------------------------
+# The verbs transport's parsers, wire records and registration cache need no
+# libibverbs (and are tested everywhere); the transport itself needs it.
+VERBS_SRCS := transports/verbs/verbs_hca.c transports/verbs/verbs_wire.c transports/verbs/verbs_mr.c
+ifeq ($(HAVE_VERBS)$(wildcard transports/verbs/verbs_iface.c),1transports/verbs/verbs_iface.c)
+VERBS_SRCS += transports/verbs/verbs_dev.c transports/verbs/verbs_iface.c \
+              transports/verbs/verbs_ep.c transports/verbs/verbs_msg.c
+CPPFLAGS   += -DCOLL_HAVE_VERBS
+LDLIBS     += -libverbs
+endif
 LIB_SRCS := $(wildcard libcoll/*.c) transports/transport.c \
             $(wildcard transports/self/*.c) $(wildcard transports/shm/*.c) \
-            $(wildcard transports/tcp/*.c) \
+            $(wildcard transports/tcp/*.c) $(VERBS_SRCS) \
             $(wildcard algorithms/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOLS    := $(BUILD)/bin/collrun $(BUILD)/bin/collinfo
@@ -82,7 +92,7 @@ all: config lib tools $(EXAMPLES) $(BENCHES) $(COLL_PERF_LINKS) $(P2P_PERF_LINKS
 config:
 	@echo "libcoll $(VERSION): optional dependencies"
 	@echo "  $(call mark,$(HAVE_CHECK)) Check (libcheck)     tests (make test installs it)"
-	@echo "  $(call mark,$(HAVE_VERBS)) libibverbs           verbs transport (not built yet)"
+	@echo "  $(call mark,$(HAVE_VERBS)) libibverbs           verbs transport (transports/verbs)"
 	@echo "  $(call mark,$(HAVE_OFI)) libfabric            libfabric transport (not built yet)"
 	@echo "  $(call mark,$(HAVE_CUDA)) CUDA toolkit         device buffers (not built yet)"
 
@@ -309,7 +319,8 @@ install: all
 	ln -sf libcoll.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libcoll.so
 	install -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' libcoll/libcoll.pc.in \
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    -e 's|@EXTRA_LIBS@|$(filter-out -pthread,$(LDLIBS))|g' libcoll/libcoll.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libcoll.pc
 
 uninstall:

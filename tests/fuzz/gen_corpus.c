@@ -14,6 +14,7 @@
 #include "bootstrap.h"
 #include "coll.h"
 #include "handshake.h"
+#include "verbs/verbs_cfg.h"
 
 static const char *outdir;
 
@@ -249,6 +250,28 @@ static void env_seeds(void)
     put2("fuzz_env", "ifname_exact", (const uint8_t[]){3}, 1, "=ib0,eth1\0ib0", 13);
 }
 
+/* The verbs transport's address blob, connection record and settings. */
+static void verbs_seeds(void)
+{
+    uint8_t buf[256];
+    verbs_addr_t a = {.flags = VERBS_ADDR_HAS_DEVICE, .link = VERBS_LINK_ETH,
+                      .tcp_len = COLL_WIRE_ADDR_BYTES + 1};
+    verbs_conn_t c = {.link = VERBS_LINK_IB, .port = 1, .mtu = 5, .lid = 7, .qpn = 0x1234,
+                      .psn = 0x777, .credits = 64, .slot_bytes = 8192};
+    coll_wbuf_t w = {buf, sizeof(buf), 0, 0};
+
+    memset(a.tcp, 0x42, sizeof(a.tcp));
+    verbs_addr_encode(&a, &w);
+    put2("fuzz_verbs_wire", "addr", (const uint8_t[]){0}, 1, buf, w.off);
+    put2("fuzz_verbs_wire", "addr_nodev", (const uint8_t[]){0}, 1, (const uint8_t[]){1, 0, 0, 0}, 4);
+    w.off = 0;
+    verbs_conn_encode(&c, &w);
+    put2("fuzz_verbs_wire", "conn", (const uint8_t[]){1}, 1, buf, w.off);
+    put_text("fuzz_verbs_wire", "hca", 2, "mlx5_0:1,mlx5_1");
+    put_text("fuzz_verbs_wire", "hca_exclude_exact", 2, "^=mlx5_2:2");
+    put_text("fuzz_verbs_wire", "gid_index", 2, "3");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -263,5 +286,6 @@ int main(int argc, char **argv)
     uniqueid_seeds();
     param_seeds();
     env_seeds();
+    verbs_seeds();
     return 0;
 }
