@@ -448,6 +448,9 @@ static coll_status_t open_ifaces(struct coll_comm *comm, uint64_t deadline_ns)
 
     COLL_CHECK(coll_param_duration_ns(COLL_PARAM_HANDSHAKE_TIMEOUT, &params.handshake_timeout_ns));
     COLL_CHECK(open_iface(comm, coll_tp_self_ops(), &params));
+    /* A transport named in COLL_TRANSPORTS must work: one whose hardware
+     * is missing fails init instead of being skipped silently. */
+    params.required = coll_param_raw(COLL_PARAM_TRANSPORTS)[0] != '\0';
     for (int i = 0; i < count && comm->niface < COLL_TP_MAX; i++)
         if (transport_allowed(reg[i]->name))
             COLL_CHECK(open_iface(comm, reg[i], &params));
@@ -510,7 +513,7 @@ static coll_status_t create_endpoints(struct coll_comm *comm)
             COLL_CHECK(iface->ops->ep_connect(iface, &peer->info, &peer->ep));
         else
             COLL_CHECK(iface->ops->ep_accept(iface, &peer->info, &peer->ep));
-        COLL_TRACE(COLL_SUBSYS_INIT, "rank %d: rank %d via %s", comm->rank, p, iface->ops->name);
+        COLL_INFO(COLL_SUBSYS_INIT, "rank %d: rank %d via %s", comm->rank, p, iface->ops->name);
     }
     return COLL_OK;
 }

@@ -46,7 +46,7 @@ typedef enum coll_param_type {
       "Address family for sockets: AF_INET or AF_INET6 (empty: either, IPv4 first)")     \
     X(TRANSPORTS, COLL_PARAM_STR, "",                                                    \
       "Transports allowed between distinct ranks, comma separated, in priority order "   \
-      "(available: shm, tcp); empty means all")                                               \
+      "(available: shm, verbs, tcp); empty means all")                                               \
     X(TCP_EAGER_LIMIT, COLL_PARAM_SIZE, "64K",                                           \
       "TCP messages up to this size are sent at once; larger ones wait for the "         \
       "receiver (rendezvous) so that no large buffer is allocated on the receiver")      \
@@ -84,6 +84,21 @@ typedef enum coll_param_type {
     X(SHM_CMA_THRESHOLD, COLL_PARAM_SIZE, "512K",                                         \
       "Shared-memory transport: messages from this size on take the single-copy path "   \
       "(smaller ones are copied into the ring and out)")                                 \
+    X(IB_HCA, COLL_PARAM_STR, "",                                                        \
+      "verbs transport: RDMA devices and ports to use, as NCCL_IB_HCA: comma separated " \
+      "name prefixes with an optional :port, ^ to exclude, = for exact names (e.g. "     \
+      "mlx5_0:1,mlx5_1 or ^mlx5_2); empty: the first active port of any device")        \
+    X(IB_GID_INDEX, COLL_PARAM_STR, "auto",                                              \
+      "verbs transport: GID table index of the port (0..255); auto takes 0 on "          \
+      "InfiniBand and the RoCE v2 GID of an IPv4 address on Ethernet")                   \
+    X(IB_TIMEOUT, COLL_PARAM_INT, "18",                                                  \
+      "verbs transport: queue pair ack timeout exponent (4.096 us x 2^value, 1..31; 18 " \
+      "is about 1 s) before each of 7 retries")                                          \
+    X(IB_MR_CACHE, COLL_PARAM_INT, "0",                                                  \
+      "verbs transport: unused memory registrations kept for reuse (0: register each "   \
+      "large buffer for the time of its transfer). Only for programs that never free "   \
+      "a buffer and allocate another at its address while the communicator lives: a "   \
+      "cached registration keeps the old pages")                                         \
     X(ALGO, COLL_PARAM_STR, "",                                                          \
       "Force algorithms per collective, e.g. allreduce:ring,bcast:binomial (collinfo "   \
       "--algos lists them); empty: the cost model chooses")                              \

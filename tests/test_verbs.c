@@ -10,7 +10,8 @@
  *   - the registration cache, driven through its ops table by a counting
  *     registrar (the cache logic only: no transport is faked);
  *   - COLL_TRANSPORTS=verbs on a host without a verbs device: init fails
- *     on every rank, naming the rank and "no verbs device", within 10 s.
+ *     on every rank, naming the rank and "no verbs device", within 10 s;
+ *     a malformed COLL_IB_HCA fails init on every rank, naming it.
  * Where ibv_get_device_list finds a device (e.g. a Soft-RoCE rxe): the
  * collectives and point-to-point at 2, 3 and 4 ranks forced through verbs,
  * checked exactly. Elsewhere that case prints "skipped: no verbs device".
@@ -355,16 +356,16 @@ typedef struct nodev_result {
 
 static char tmp_dir[128];
 
-/* Init must fail; the rank writes what it got for the parent to check. */
+/* Init must fail; the rank writes what it got for the parent to check.
+ * arg: "NAME=value" set before init. */
 static int rank_nodev(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     nodev_result_t res = {.rank = rank};
     coll_comm_t comm = NULL;
     char path[256];
     double t0 = harness_now();
-    (void)arg;
 
-    setenv("COLL_TRANSPORTS", "verbs", 1);
+    putenv((char *)arg);
     setenv("COLL_TIMEOUT", "20s", 1);
     res.st = coll_comm_init_rank(&comm, nranks, *id, rank);
     res.seconds = harness_now() - t0;
@@ -378,6 +379,15 @@ static int rank_nodev(int rank, int nranks, const coll_unique_id_t *id, void *ar
     return 0;
 }
 
+static void read_result(int r, nodev_result_t *res)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/rank%d", tmp_dir, r);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f && fread(res, sizeof(*res), 1, f) == 1, "rank %d wrote no result", r);
+    fclose(f);
+}
+
 START_TEST(test_forced_no_device)
 {
     int nranks = 2 + _i;
@@ -385,15 +395,12 @@ START_TEST(test_forced_no_device)
         printf("test_verbs: forced without a device: skipped: this host has a verbs device\n");
         return;
     }
+    double slowest = 0;
     harness_tmpdir_make(tmp_dir, sizeof(tmp_dir), "coll-verbs");
-    ck_assert_int_eq(harness_run(nranks, rank_nodev, NULL, 30), 0);
+    ck_assert_int_eq(harness_run(nranks, rank_nodev, "COLL_TRANSPORTS=verbs", 30), 0);
     for (int r = 0; r < nranks; r++) {
         nodev_result_t res;
-        char path[256];
-        snprintf(path, sizeof(path), "%s/rank%d", tmp_dir, r);
-        FILE *f = fopen(path, "r");
-        ck_assert_msg(f && fread(&res, sizeof(res), 1, f) == 1, "rank %d wrote no result", r);
-        fclose(f);
+        read_result(r, &res);
         ck_assert_msg(res.st != COLL_OK, "rank %d: init succeeded without a verbs device", r);
 #ifdef COLL_HAVE_VERBS
         char want[32];
@@ -405,9 +412,31 @@ START_TEST(test_forced_no_device)
         ck_assert_msg(strstr(res.msg, "COLL_TRANSPORTS='verbs'"), "rank %d: %s", r, res.msg);
 #endif
         ck_assert_msg(res.seconds < 10, "rank %d failed after %.1f s", r, res.seconds);
-        if (r == 0)
+        slowest = res.seconds > slowest ? res.seconds : slowest;
+        if (r == nranks - 1)
             printf("test_verbs: %d ranks, COLL_TRANSPORTS=verbs, no device: every rank failed "
-                   "in <= %.3f s (rank 0: %s)\n", nranks, res.seconds, res.msg);
+                   "within %.1f ms (rank %d: %s)\n", nranks, slowest * 1e3, r, res.msg);
+    }
+    harness_tmpdir_remove(tmp_dir);
+}
+END_TEST
+
+/* A bad COLL_IB_HCA fails init on every rank, device or not, verbs forced
+ * or not: a typo must not silently turn RDMA off. */
+START_TEST(test_bad_hca)
+{
+    harness_tmpdir_make(tmp_dir, sizeof(tmp_dir), "coll-verbs");
+    ck_assert_int_eq(harness_run(2, rank_nodev, "COLL_IB_HCA=mlx5_0:x", 30), 0);
+    for (int r = 0; r < 2; r++) {
+        nodev_result_t res;
+        read_result(r, &res);
+#ifdef COLL_HAVE_VERBS
+        ck_assert_msg(res.st == COLL_ERR_INVALID_ARG &&
+                      strstr(res.msg, "COLL_IB_HCA='mlx5_0:x': port is not a number"),
+                      "rank %d: %s: %s", r, coll_status_str(res.st), res.msg);
+#else
+        ck_assert_msg(res.st == COLL_OK, "rank %d: %s", r, res.msg);
+#endif
     }
     harness_tmpdir_remove(tmp_dir);
 }
@@ -506,6 +535,7 @@ static Suite *verbs_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("device");
     tcase_add_loop_test(tc, test_forced_no_device, 0, 3);
+    tcase_add_test(tc, test_bad_hca);
     tcase_add_loop_test(tc, test_matrix, 0, 3);
     tcase_set_timeout(tc, 150);
     suite_add_tcase(s, tc);

@@ -11,12 +11,18 @@
 extern const coll_tp_ops_t coll_tp_shm_ops;
 extern const coll_tp_ops_t coll_tp_tcp_ops;
 extern const coll_tp_ops_t coll_tp_self_ops_table;
+#ifdef COLL_HAVE_VERBS
+extern const coll_tp_ops_t coll_tp_verbs_ops;
+#endif
 
 /* Priority order: the first transport that can reach a peer wins. Faster,
  * more local transports go first as they are added (cuda_ipc, shm, verbs,
  * ofi, then tcp). */
 static const coll_tp_ops_t *const registry[] = {
     &coll_tp_shm_ops,
+#ifdef COLL_HAVE_VERBS
+    &coll_tp_verbs_ops,
+#endif
     &coll_tp_tcp_ops,
 };
 

@@ -109,6 +109,7 @@ typedef struct coll_tp_params {
     coll_evloop_t *evloop;
     uint64_t handshake_timeout_ns;  /* for strangers on our listening port */
     uint64_t connect_deadline_ns;   /* for our own outgoing connections */
+    int required;                   /* named in COLL_TRANSPORTS: missing hardware is an error */
     void *core;
     /* The link to `peer` is broken (died, aborted, protocol violation):
      * the core fails the communicator. `msg` names the peer. */
