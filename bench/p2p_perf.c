@@ -70,7 +70,7 @@ static void usage(FILE *f)
         "                        bw and bibw 10, 2 above 8K)\n"
         "  -W WINDOW             messages in flight per iteration, bw and bibw (default 64)\n"
         "  -c                    check every received byte of one more exchange per size\n"
-        "  -T TRANSPORT          allowed transports (COLL_TRANSPORTS), e.g. shm or tcp\n"
+        "  -T TRANSPORT          allowed transports (COLL_TRANSPORTS), e.g. shm, verbs or tcp\n"
         "      --csv FILE        also write the results as CSV ('-': stdout)\n"
         "      --json FILE       also write the results as JSON ('-': stdout)\n"
         "  -h, --help            this text\n"

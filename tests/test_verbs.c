@@ -12,6 +12,7 @@
  *   - COLL_TRANSPORTS=verbs on a host without a verbs device: init fails
  *     on every rank, naming the rank and "no verbs device", within 10 s;
  *     a malformed COLL_IB_HCA fails init on every rank, naming it.
+ * The benchmarks take -T verbs (a clean failure without a device).
  * Where ibv_get_device_list finds a device (e.g. a Soft-RoCE rxe): the
  * collectives and point-to-point at 2, 3 and 4 ranks forced through verbs,
  * checked exactly. Elsewhere that case prints "skipped: no verbs device".
@@ -521,6 +522,31 @@ START_TEST(test_matrix)
 }
 END_TEST
 
+/* The benchmarks' -T verbs: a clean failure naming the missing device
+ * where there is none (exit 1 or 2; 124 would be a hang), the sweep where
+ * there is one, with the transport chosen for each peer logged at INFO. */
+START_TEST(test_bench_flag)
+{
+    static char out[65536];
+    char cmd[1024];
+    const char *b = harness_build_dir();
+    int dev = verbs_devices() > 0, rc;
+
+    snprintf(cmd, sizeof(cmd), "COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=INIT timeout -k 5 60 "
+             "%s/bin/collrun -n 2 %s/bin/all_reduce_perf -T verbs -b 8 -e 1M -f 32 -c 1 "
+             "-n 2 -w 1 2>&1", b, b);
+    rc = harness_sh(cmd, out, sizeof(out));
+    if (dev) {
+        ck_assert_msg(rc == 0 && strstr(out, "rank 1 via verbs"), "exit %d\n%s", rc, out);
+    } else {
+        ck_assert_msg((rc == 1 || rc == 2) && strstr(out, "no verbs device"), "exit %d\n%s", rc,
+                      out);
+        printf("test_verbs: all_reduce_perf -T verbs without a device: exit %d, 'no verbs "
+               "device'\n", rc);
+    }
+}
+END_TEST
+
 static Suite *verbs_suite(void)
 {
     Suite *s = suite_create("verbs");
@@ -536,6 +562,7 @@ static Suite *verbs_suite(void)
     tc = tcase_create("device");
     tcase_add_loop_test(tc, test_forced_no_device, 0, 3);
     tcase_add_test(tc, test_bad_hca);
+    tcase_add_test(tc, test_bench_flag);
     tcase_add_loop_test(tc, test_matrix, 0, 3);
     tcase_set_timeout(tc, 150);
     suite_add_tcase(s, tc);
