@@ -310,6 +310,7 @@ coll_status_t verbs_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
     coll_status_t why = COLL_OK;
 
     verbs_priv(req)->mr = NULL;
+    coll_list_init(&verbs_priv(req)->tx.link); /* fail_list unlinks it */
     if (ep->state == VERBS_EP_CLOSED) {
         req->complete(req, ep->error);
         return COLL_OK;
@@ -464,8 +465,12 @@ void verbs_ep_on_wc(verbs_ep_t *ep, const struct ibv_wc *wc)
             on_write_done(ep, ntohl(wc->imm_data));
         else
             counted = on_message(ep, slot_buf(ep, idx), wc->byte_len);
-        if (ep->state == VERBS_EP_CLOSED || verbs_post_recv(ep, idx) != COLL_OK)
+        if (ep->state == VERBS_EP_CLOSED)
             return;
+        if (verbs_post_recv(ep, idx) != COLL_OK) {
+            verbs_ep_fail(ep, COLL_ERR_SYSTEM, "%s", coll_error_thread());
+            return;
+        }
         ep->owed += counted;
     } else if (kind == VERBS_WR_SEND) {
         ep->free_slots[ep->nfree_slots++] = idx;
