@@ -140,17 +140,23 @@ static int post_write(verbs_ep_t *ep, verbs_tx_t *tx)
 
 static void tx_posted(verbs_ep_t *ep, verbs_tx_t *tx)
 {
+    coll_tp_req_t *req = tx->req;
+    int write = tx->kind == VERBS_TX_WRITE;
+    size_t len = tx->len;
+
+    /* Everything read from tx first: an eager tx lives in its request,
+     * which is the core's again once completed. */
     coll_list_del(&tx->link);
-    if (tx->kind == VERBS_TX_WRITE) {
-        coll_list_push_back(&ep->writes, &tx->req->link);
-    } else if (tx->req) { /* eager: the payload is in the slot */
-        tx->req->bytes_done = tx->len;
-        tx->req->complete(tx->req, COLL_OK);
-    }
-    if (tx->hdr.type == VERBS_BYE)
+    if (tx->hdr.type == VERBS_BYE && !write)
         ep->bye_sent = 1;
     if (tx->heap)
         free(tx);
+    if (write) {
+        coll_list_push_back(&ep->writes, &req->link);
+    } else if (req) { /* eager: the payload is in the slot */
+        req->bytes_done = len;
+        req->complete(req, COLL_OK);
+    }
 }
 
 /* Return slots on their own when half the window is owed: the peer may be
