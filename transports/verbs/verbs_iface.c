@@ -70,7 +70,7 @@ static void on_channel(void *arg, uint32_t events)
 static void wire_failed(void *core, int peer, coll_status_t status, const char *msg)
 {
     verbs_iface_t *vi = core;
-    verbs_ep_t *ep = vi->eps[peer];
+    verbs_ep_t *ep = peer >= 0 && peer < vi->super.params.nranks ? vi->eps[peer] : NULL;
     if (ep && ep->state != VERBS_EP_CLOSED && !ep->peer_left)
         verbs_ep_fail(ep, status, "%s", msg);
 }
