@@ -28,8 +28,9 @@
  * Credits: each side posts VERBS_CREDITS receive slots. Every message but
  * CREDIT, and every write with immediate, takes one of the sender's
  * credits; headers return the slots the receiver reposted since its last
- * message, and a CREDIT message returns them when the receiver has
- * nothing to say and owes half the window. CREDIT itself needs no credit:
+ * message, and a CREDIT message returns them when the receiver still
+ * owes half the window after sending what it could (so two sides that
+ * both wait for credits cannot block each other). CREDIT itself needs no credit:
  * VERBS_CREDIT_RESERVE slots are kept for it (and the QP's RNR retry,
  * unlimited, covers the rare burst beyond them).
  */
