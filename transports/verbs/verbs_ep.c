@@ -370,14 +370,16 @@ coll_status_t verbs_ep_ready(coll_tp_ep_t *tep)
 /* ---- leaving ---------------------------------------------------------------------------- */
 
 /* Done when nothing is queued or unacknowledged (a send completion means
- * the peer's adapter acknowledged it), the BYE included. */
+ * the peer's adapter acknowledged it), the BYE included, or the peer left. */
 coll_status_t verbs_ep_flush(coll_tp_ep_t *tep)
 {
     verbs_ep_t *ep = (verbs_ep_t *)tep;
     if (ep->state != VERBS_EP_READY)
         return COLL_OK;
-    if (!coll_list_empty(&ep->txq) || !coll_list_empty(&ep->writes) || ep->sq_used > 0 ||
-        (ep->bye_pending && !ep->bye_sent))
+    /* A peer that left takes nothing more and destroys its queue pair next:
+     * what we still send it would only be retried until the QP gives up. */
+    if (!ep->peer_left && (!coll_list_empty(&ep->txq) || !coll_list_empty(&ep->writes) ||
+                           ep->sq_used > 0 || (ep->bye_pending && !ep->bye_sent)))
         return COLL_INPROGRESS;
     return ep->wire->iface->ops->ep_flush(ep->wire);
 }
