@@ -31,23 +31,7 @@ command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 is not inst
 command -v busybox >/dev/null || skip "busybox is not installed (busybox-static)"
 mkdir -p "$dir" || skip "cannot create $dir"
 
-# The kernel: the package linux-image-amd64 points to, unpacked once.
-if [ ! -f "$dir/kernel/ok" ]; then
-    pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
-          awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
-    [ -n "$pkg" ] || skip "apt-cache knows no linux-image-amd64 (run apt-get update)"
-    rm -rf "$dir/kernel" "$dir"/linux-image-*.deb
-    (cd "$dir" && apt-get download "$pkg" >/dev/null 2>&1) ||
-        skip "apt-get download $pkg failed (no network?)"
-    dpkg-deb -x "$dir"/linux-image-*.deb "$dir/kernel" || skip "cannot unpack $pkg"
-    touch "$dir/kernel/ok"
-fi
-vmlinuz=$(ls "$dir"/kernel/boot/vmlinuz-* 2>/dev/null | head -n 1)
-moddir=$(ls -d "$dir"/kernel/lib/modules/* 2>/dev/null | head -n 1)
-[ -n "$vmlinuz" ] && [ -n "$moddir" ] || skip "no kernel or modules in $dir/kernel"
-
 # Modules in load order: each after what its modinfo "depends=" names.
-find "$moddir/kernel" -name '*.ko' > "$dir/modules.all"
 order=""
 add_module() {
     local name file dep
@@ -55,27 +39,46 @@ add_module() {
     case " $order " in *" $name "*) return ;; esac
     file=$(awk -v n="$name" '{ b = $0; sub(/.*\//, "", b); sub(/\.ko$/, "", b);
                                gsub(/-/, "_", b); if (b == n) { print; exit } }' "$dir/modules.all")
-    [ -n "$file" ] || skip "module $name is not in $moddir"
+    [ -n "$file" ] || skip "module $name is not in the kernel package"
     for dep in $(tr '\0' '\n' < "$file" | sed -n 's/^depends=//p' | tr , ' '); do
         add_module "$dep"
     done
     order="$order $name"
-    cp "$file" "$dir/initrd/mods/$name.ko"
+    cp "$file" "$dir/mods/$name.ko"
 }
+
+# The kernel (the package linux-image-amd64 points to) and the modules the
+# guest needs, kept; the rest of the package (about 400 MB) is not.
+if [ ! -f "$dir/ok" ]; then
+    pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+          awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+    [ -n "$pkg" ] || skip "apt-cache knows no linux-image-amd64 (run apt-get update)"
+    rm -rf "$dir/kernel" "$dir/mods" "$dir"/linux-image-*.deb
+    (cd "$dir" && apt-get download "$pkg" >/dev/null 2>&1) ||
+        skip "apt-get download $pkg failed (no network?)"
+    dpkg-deb -x "$dir"/linux-image-*.deb "$dir/kernel" || skip "cannot unpack $pkg"
+    cp "$(ls "$dir"/kernel/boot/vmlinuz-* | head -n 1)" "$dir/vmlinuz" || skip "no kernel in $pkg"
+    find "$dir"/kernel/lib/modules/*/kernel -name '*.ko' > "$dir/modules.all"
+    mkdir -p "$dir/mods"
+    for m in crc32_generic virtio_pci virtio_net 9pnet_virtio 9p rdma_rxe ib_uverbs; do
+        add_module "$m"
+    done
+    echo "$order" > "$dir/mods/order"
+    rm -rf "$dir/kernel" "$dir"/linux-image-*.deb "$dir/modules.all"
+    touch "$dir/ok"
+fi
+
 rm -rf "$dir/initrd"
-mkdir -p "$dir/initrd/bin" "$dir/initrd/mods" "$dir/initrd/proc" "$dir/initrd/sys" \
-         "$dir/initrd/dev" "$dir/initrd/host"
+mkdir -p "$dir/initrd/bin" "$dir/initrd/proc" "$dir/initrd/sys" "$dir/initrd/dev" \
+         "$dir/initrd/host"
+cp -r "$dir/mods" "$dir/initrd/mods"
 cp "$(command -v busybox)" "$dir/initrd/bin/busybox"
-for m in crc32_generic virtio_pci virtio_net 9pnet_virtio 9p rdma_rxe ib_uverbs; do
-    add_module "$m"
-done
-echo "$order" > "$dir/initrd/modules.order"
 
 cat > "$dir/initrd/init" <<'EOF'
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
-for m in $(cat /modules.order); do insmod /mods/$m.ko || echo "rxe_vm: insmod $m failed"; done
+for m in $(cat /mods/order); do insmod /mods/$m.ko || echo "rxe_vm: insmod $m failed"; done
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 hostroot /host
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
 mkdir -p /host/dev/shm
@@ -96,7 +99,7 @@ payload=$(printf 'cd %s && %s' "$(pwd)" "$cmd" | base64 -w0)
 [ ${#payload} -lt 1800 ] || { echo "rxe_vm: command too long" >&2; exit 2; }
 log="$dir/guest.log"
 timeout -k 5 "$limit" qemu-system-x86_64 -accel "$accel" -cpu max -m 3072 -smp 2 \
-    -nographic -no-reboot -kernel "$vmlinuz" -initrd "$dir/initrd.gz" \
+    -nographic -no-reboot -kernel "$dir/vmlinuz" -initrd "$dir/initrd.gz" \
     -append "console=ttyS0 quiet panic=-1 rxecmd=$payload" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on \
     -netdev user,id=n0 -device virtio-net-pci,netdev=n0 > "$log" 2>&1
