@@ -265,3 +265,57 @@ void harness_verify(const uint8_t *buf, size_t n, int src, int salt)
                    "(message %d): got %u, expected %u", i, n, src, salt, buf[i],
                    harness_pattern(src, salt, i));
 }
+
+coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t bytes, int fd)
+{
+    char *out = malloc(bytes), *in = malloc(bytes), line[1024];
+    coll_status_t st = COLL_OK;
+
+    RANK_CHECK(out && in, "out of memory");
+    memset(out, rank, bytes);
+    for (int i = 0; st == COLL_OK; i++) {
+        coll_request_t reqs[2] = {NULL, NULL};
+        st = coll_irecv(in, bytes, COLL_UINT8, (rank + nranks - 1) % nranks, i & 0xffff, comm,
+                        &reqs[0]);
+        if (st == COLL_OK)
+            st = coll_isend(out, bytes, COLL_UINT8, (rank + 1) % nranks, i & 0xffff, comm,
+                            &reqs[1]);
+        coll_status_t wst = coll_waitall(2, reqs);
+        st = st == COLL_OK ? wst : st;
+    }
+    int n = snprintf(line, sizeof(line), "%d %.6f %d %s\n", rank, harness_now(), (int)st,
+                     coll_get_last_error(comm));
+    ssize_t w = write(fd, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1));
+    (void)w;
+    free(out); /* ranks are leak-checked under ASan */
+    free(in);
+    return st;
+}
+
+double harness_check_kill_reports(int fd, double t_kill, double max_s, const char *expect,
+                                  int nreports)
+{
+    char buf[8192];
+    size_t got = 0;
+    double slowest = 0;
+    int reports = 0;
+
+    for (ssize_t n; (n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0;)
+        got += (size_t)n;
+    close(fd);
+    buf[got] = '\0';
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        int r, st, off = 0;
+        double t;
+        ck_assert_int_eq(sscanf(line, "%d %lf %d %n", &r, &t, &st, &off), 3);
+        ck_assert_msg(t - t_kill < max_s, "rank %d learned after %.1f s: %s", r, t - t_kill, line);
+        ck_assert_msg(st == COLL_ERR_PEER_FAILED, "rank %d got status %d: %s", r, st, line);
+        ck_assert_msg(strstr(line + off, expect), "rank %d's error does not name '%s': %s", r,
+                      expect, line + off);
+        slowest = t - t_kill > slowest ? t - t_kill : slowest;
+        reports++;
+    }
+    ck_assert_int_eq(reports, nreports);
+    return slowest;
+}

@@ -95,4 +95,15 @@ uint8_t harness_pattern(int src, int salt, size_t i);
 void harness_fill(uint8_t *buf, size_t n, int src, int salt);
 void harness_verify(const uint8_t *buf, size_t n, int src, int salt);
 
+/* A rank killed mid-transfer (test_fault, test_shm, test_verbs). Each rank
+ * sends `bytes` to its right neighbour while receiving from its left, again
+ * and again, until a call fails; that failure goes to fd as
+ * "<rank> <time> <status> <message>" and is returned. */
+coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t bytes, int fd);
+/* Read the reports from fd until EOF (closing it): exactly nreports, each
+ * COLL_ERR_PEER_FAILED within max_s of t_kill with `expect` in its message.
+ * Returns the slowest, in seconds. */
+double harness_check_kill_reports(int fd, double t_kill, double max_s, const char *expect,
+                                  int nreports);
+
 #endif /* COLL_TEST_HARNESS_H */

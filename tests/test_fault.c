@@ -12,56 +12,30 @@
 
 #include "harness.h"
 
-/* Survivors report "<rank> <time> <status> <message>" on this pipe. */
+/* Survivors report their failure on this pipe (harness_stream_ring). */
 static int report_fd = -1;
-
-static void report(int rank, coll_status_t st, const char *msg)
-{
-    char line[1024];
-    int n = snprintf(line, sizeof(line), "%d %.6f %d %s\n", rank, harness_now(), (int)st, msg);
-    ssize_t w = write(report_fd, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1));
-    (void)w;
-}
 
 /* Stream 64 MiB messages around the ring until something fails. */
 static int rank_stream(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     coll_comm_t comm = harness_init(rank, nranks, id);
-    size_t bytes = 64u << 20;
-    char *out = malloc(bytes), *in = malloc(bytes);
+    coll_status_t st = harness_stream_ring(comm, rank, nranks, 64u << 20, report_fd);
     (void)arg;
 
-    memset(out, rank, bytes);
-    for (int i = 0;; i++) {
-        coll_request_t reqs[2] = {NULL, NULL};
-        coll_status_t st = coll_irecv(in, bytes, COLL_UINT8, (rank + nranks - 1) % nranks, i & 0xffff,
-                                      comm, &reqs[0]);
-        if (st == COLL_OK)
-            st = coll_isend(out, bytes, COLL_UINT8, (rank + 1) % nranks, i & 0xffff, comm, &reqs[1]);
-        coll_status_t wst = coll_waitall(2, reqs);
-        if (st == COLL_OK)
-            st = wst;
-        if (st != COLL_OK) {
-            report(rank, st, coll_get_last_error(comm));
-            /* Later calls fail fast with the same error. */
-            double t0 = harness_now();
-            coll_status_t again = coll_barrier(comm);
-            RANK_CHECK(again == st && harness_now() - t0 < 0.5, "second call returned %s after "
-                       "%.2f s", coll_status_str(again), harness_now() - t0);
-            RANK_OK(coll_comm_abort(comm));
-            free(out); /* ranks are leak-checked under ASan */
-            free(in);
-            return 0;
-        }
-    }
+    /* Later calls fail fast with the same error. */
+    double t0 = harness_now();
+    coll_status_t again = coll_barrier(comm);
+    RANK_CHECK(again == st && harness_now() - t0 < 0.5, "second call returned %s after "
+               "%.2f s", coll_status_str(again), harness_now() - t0);
+    RANK_OK(coll_comm_abort(comm));
+    return 0;
 }
 
 START_TEST(test_sigkill_named)
 {
     int nranks = 4, victim = 1 + _i % 3, fds[2], statuses[8];
     pid_t pids[8];
-    char buf[8192] = "";
-    size_t got = 0;
+    char expect[32];
 
     /* cases 0-2 over TCP, 3-5 over shared memory: each victim rank on each */
     setenv("COLL_TRANSPORTS", _i < 3 ? "tcp" : "shm", 1);
@@ -74,32 +48,12 @@ START_TEST(test_sigkill_named)
     kill(pids[victim], SIGKILL);
     harness_wait(nranks, pids, 30, statuses);
     ck_assert_msg(WIFSIGNALED(statuses[victim]), "victim was not killed");
-    for (ssize_t n; (n = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0;)
-        got += (size_t)n;
-    close(fds[0]);
-    buf[got] = '\0';
-
-    char expect[32];
-    int reports = 0;
-    double slowest = 0;
     snprintf(expect, sizeof(expect), "rank %d (", victim);
-    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
-        int r, st, off = 0;
-        double t;
-        ck_assert_int_eq(sscanf(line, "%d %lf %d %n", &r, &t, &st, &off), 3);
-        ck_assert_msg(t - t_kill < 10.0, "rank %d learned after %.1f s: %s", r, t - t_kill, line);
-        slowest = t - t_kill > slowest ? t - t_kill : slowest;
-        ck_assert_msg(st == COLL_ERR_PEER_FAILED, "rank %d got status %d: %s", r, st, line);
-        ck_assert_msg(strstr(line + off, expect), "rank %d's error does not name rank %d: %s", r,
-                      victim, line + off);
-        reports++;
-    }
+    double slowest = harness_check_kill_reports(fds[0], t_kill, 10.0, expect, nranks - 1);
     for (int r = 0; r < nranks; r++)
         if (r != victim)
             ck_assert_msg(WIFEXITED(statuses[r]) && WEXITSTATUS(statuses[r]) == 0,
                           "survivor %d failed", r);
-    ck_assert_int_eq(reports, nranks - 1);
     printf("sigkill of rank %d: the last survivor named it %.1f ms after the kill\n", victim,
            slowest * 1e3);
 }

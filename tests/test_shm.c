@@ -161,43 +161,20 @@ static int report_fd = -1;
 
 static int rank_stream(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
-    size_t bytes = 64u << 20;
-    char *out = malloc(bytes), *in = malloc(bytes);
-    (void)arg;
-
     setenv("COLL_TRANSPORTS", "shm", 1);
     if (*(int *)arg)
         setenv("COLL_SHM_CMA", "0", 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
-    memset(out, rank, bytes);
-    for (int i = 0;; i++) {
-        coll_request_t reqs[2] = {NULL, NULL};
-        coll_status_t st = coll_irecv(in, bytes, COLL_UINT8, (rank + nranks - 1) % nranks,
-                                      i & 0xffff, comm, &reqs[0]);
-        if (st == COLL_OK)
-            st = coll_isend(out, bytes, COLL_UINT8, (rank + 1) % nranks, i & 0xffff, comm,
-                            &reqs[1]);
-        coll_status_t wst = coll_waitall(2, reqs);
-        st = st == COLL_OK ? wst : st;
-        if (st != COLL_OK) {
-            char line[1024];
-            int n = snprintf(line, sizeof(line), "%d %.6f %d %s\n", rank, harness_now(), (int)st,
-                             coll_get_last_error(comm));
-            ssize_t w = write(report_fd, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1));
-            (void)w;
-            coll_comm_abort(comm);
-            return 0;
-        }
-    }
+    harness_stream_ring(comm, rank, nranks, 64u << 20, report_fd);
+    coll_comm_abort(comm);
+    return 0;
 }
 
 START_TEST(test_sigkill_named)
 {
     int nranks = 4, victim = 1 + _i % 3, fds[2], statuses[8], ring = _i >= 3;
     pid_t pids[8];
-    char buf[8192] = "", expect[64];
-    size_t got = 0;
-    int reports = 0;
+    char expect[64];
 
     ck_assert_int_eq(pipe(fds), 0);
     report_fd = fds[1];
@@ -208,22 +185,8 @@ START_TEST(test_sigkill_named)
     kill(pids[victim], SIGKILL);
     harness_wait(nranks, pids, 30, statuses);
     ck_assert_msg(WIFSIGNALED(statuses[victim]), "victim was not killed");
-    for (ssize_t n; (n = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0;)
-        got += (size_t)n;
-    close(fds[0]);
     snprintf(expect, sizeof(expect), "rank %d (pid %d", victim, (int)pids[victim]);
-    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
-        int r, st, off = 0;
-        double t;
-        ck_assert_int_eq(sscanf(line, "%d %lf %d %n", &r, &t, &st, &off), 3);
-        ck_assert_msg(t - t_kill < 10.0, "rank %d learned after %.1f s: %s", r, t - t_kill, line);
-        ck_assert_msg(st == COLL_ERR_PEER_FAILED, "rank %d got status %d: %s", r, st, line);
-        ck_assert_msg(strstr(line + off, expect), "rank %d's error does not name '%s': %s", r,
-                      expect, line + off);
-        reports++;
-    }
-    ck_assert_int_eq(reports, nranks - 1);
+    harness_check_kill_reports(fds[0], t_kill, 10.0, expect, nranks - 1);
 }
 END_TEST
 

@@ -564,36 +564,14 @@ END_TEST
 
 static int report_fd = -1;
 
-/* A ring of 16 MiB transfers until something fails; the failure goes to
- * the parent as "rank seconds status message". */
 static int rank_stream(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
-    size_t bytes = 16u << 20;
-    char *out = malloc(bytes), *in = malloc(bytes), line[1024];
     (void)arg;
-
     setenv("COLL_TRANSPORTS", "verbs", 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
-    RANK_CHECK(out && in, "out of memory");
-    memset(out, rank, bytes);
-    for (int i = 0;; i++) {
-        coll_request_t reqs[2] = {NULL, NULL};
-        coll_status_t st = coll_irecv(in, bytes, COLL_UINT8, (rank + nranks - 1) % nranks,
-                                      i & 0xffff, comm, &reqs[0]);
-        if (st == COLL_OK)
-            st = coll_isend(out, bytes, COLL_UINT8, (rank + 1) % nranks, i & 0xffff, comm,
-                            &reqs[1]);
-        coll_status_t wst = coll_waitall(2, reqs);
-        st = st == COLL_OK ? wst : st;
-        if (st != COLL_OK) {
-            int n = snprintf(line, sizeof(line), "%d %.6f %d %s\n", rank, harness_now(), (int)st,
-                             coll_get_last_error(comm));
-            ssize_t w = write(report_fd, line, (size_t)COLL_MIN(n, (int)sizeof(line) - 1));
-            (void)w;
-            coll_comm_abort(comm);
-            return 0;
-        }
-    }
+    harness_stream_ring(comm, rank, nranks, 16u << 20, report_fd);
+    coll_comm_abort(comm);
+    return 0;
 }
 
 /* SIGKILL one of 3 ranks mid-stream: every survivor fails within 10 s with
@@ -601,10 +579,9 @@ static int rank_stream(int rank, int nranks, const coll_unique_id_t *id, void *a
  * once; the queue pair alone would need its retries, about 8 s). */
 START_TEST(test_sigkill_named)
 {
-    int nranks = 3, victim = 1, fds[2], statuses[3], reports = 0;
+    int nranks = 3, victim = 1, fds[2], statuses[3];
     pid_t pids[3];
-    char buf[8192] = "", expect[32];
-    size_t got = 0;
+    char expect[32];
 
     if (verbs_devices() == 0) {
         printf("test_verbs: a rank killed mid-transfer over verbs: skipped: no verbs device\n");
@@ -615,27 +592,12 @@ START_TEST(test_sigkill_named)
     harness_spawn(nranks, rank_stream, NULL, pids);
     close(fds[1]);
     sleep(3); /* past init, transfers under way */
-    double t_kill = harness_now(), slowest = 0;
+    double t_kill = harness_now();
     kill(pids[victim], SIGKILL);
     harness_wait(nranks, pids, 60, statuses);
     ck_assert_msg(WIFSIGNALED(statuses[victim]), "victim was not killed");
-    for (ssize_t n; (n = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0;)
-        got += (size_t)n;
-    close(fds[0]);
     snprintf(expect, sizeof(expect), "rank %d (", victim);
-    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
-        int r, st, off = 0;
-        double t;
-        ck_assert_int_eq(sscanf(line, "%d %lf %d %n", &r, &t, &st, &off), 3);
-        ck_assert_msg(t - t_kill < 10.0, "rank %d learned after %.1f s: %s", r, t - t_kill, line);
-        ck_assert_msg(st == COLL_ERR_PEER_FAILED, "rank %d got status %d: %s", r, st, line);
-        ck_assert_msg(strstr(line + off, expect), "rank %d's error does not name '%s': %s", r,
-                      expect, line + off);
-        slowest = t - t_kill > slowest ? t - t_kill : slowest;
-        reports++;
-    }
-    ck_assert_int_eq(reports, nranks - 1);
+    double slowest = harness_check_kill_reports(fds[0], t_kill, 10.0, expect, nranks - 1);
     printf("test_verbs: rank %d SIGKILLed mid-transfer over verbs: both survivors named it "
            "within %.0f ms\n", victim, slowest * 1e3);
 }
