@@ -27,6 +27,17 @@ enum {
 #define WIRE_TAG_CONN 1
 #define WIRE_TAG_SYNC 2
 
+/* Before a failed endpoint gives its requests back (and deregisters their
+ * buffers): a QP in the error state takes no more RDMA writes, so the
+ * peer's pending writes are not answered with "remote access error" but
+ * retried, while the side link tells it why we stopped. */
+static void ep_qp_stop(verbs_ep_t *ep)
+{
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+    if (ep->qp)
+        ibv_modify_qp(ep->qp, &a, IBV_QP_STATE);
+}
+
 void verbs_ep_fail(verbs_ep_t *ep, coll_status_t status, const char *fmt, ...)
 {
     char msg[COLL_WIRE_ERRTEXT_MAX];
@@ -41,6 +52,7 @@ void verbs_ep_fail(verbs_ep_t *ep, coll_status_t status, const char *fmt, ...)
         ep->iface->nconnecting--;
     ep->state = VERBS_EP_CLOSED;
     ep->error = status;
+    ep_qp_stop(ep);
     if (ep->wire)
         ep->wire->iface->ops->ep_close(ep->wire, status, NULL);
     /* The core records the cause first (it names the peer), then the
@@ -412,6 +424,7 @@ coll_status_t verbs_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *r
         ep->iface->nconnecting--;
     ep->state = VERBS_EP_CLOSED;
     ep->error = why == COLL_OK ? COLL_ERR_ABORTED : why;
+    ep_qp_stop(ep);
     verbs_ep_fail_requests(ep, ep->error);
     return COLL_OK;
 }
