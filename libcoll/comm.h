@@ -67,6 +67,7 @@ struct coll_comm {
     uint8_t secret[COLL_SECRET_BYTES];
     uint64_t timeout_ns;
     uint64_t spin_ns;
+    int poll_burst;                /* COLL_POLL_BURST */
     coll_addr_t local_addr;        /* interface in use; split roots bind here */
     char ifname[32];
     coll_evloop_t *ev;
@@ -86,6 +87,11 @@ struct coll_comm {
     /* Collective settings, read at init. */
     const struct coll_algo *forced[COLL_MAX_COLLS];      /* COLL_ALGO */
     const struct coll_algo *last_choice[COLL_MAX_COLLS]; /* to log changes */
+    /* The last choice per collective and the call shape it was made for:
+     * a training loop repeats its calls, and the cost model costs a
+     * fraction of a microsecond per call (registry.c). */
+    struct coll_algo_memo { const struct coll_algo *algo; size_t count, esize; int det; }
+        algo_memo[COLL_MAX_COLLS];
     int algo_fallback;             /* COLL_ALGO_FALLBACK: coll_algo_fallback_t */
     int deterministic;
     int check_args;
@@ -95,6 +101,11 @@ struct coll_comm {
      * fresh large block faults in every page on every call); owned by
      * schedule.c, under the lock. */
     struct { void *p; size_t len; } scratch_cache[COLL_SCRATCH_CACHE];
+    /* A finished schedule kept with its arrays, and spare requests, so
+     * that a small collective allocates nothing (schedule.c, p2p.c). */
+    struct coll_sched *sched_spare;
+    struct coll_request *req_spares;
+    int nreq_spares;
     /* Cost model, agreed across ranks at init (the maximum of each), so that
      * every rank chooses the same algorithm for a call. */
     double alpha, beta;            /* the slowest transport in use */
@@ -132,6 +143,7 @@ struct coll_request {
     struct coll_sched *sched; /* COLL_REQ_COLL: its schedule while running;
                                  send/recv: the schedule it is a step of */
     uint32_t vid;           /* the step, for a send/recv of a schedule */
+    struct coll_request *next_spare; /* in comm->req_spares while unused */
 };
 
 /* ---- creation ----------------------------------------------------------- */
@@ -201,6 +213,13 @@ void coll_comm_progress(struct coll_comm *comm);
 coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request **reqs,
                              const char *what, int test_only);
 void coll_request_free(struct coll_request *req);
+/* Internal requests, under the lock: get one (zeroed; NULL when out of
+ * memory) and give it back for reuse; release the spares at teardown. */
+struct coll_request *coll_request_get(struct coll_comm *comm);
+void coll_request_recycle(struct coll_comm *comm, struct coll_request *req);
+void coll_request_release_spares(struct coll_comm *comm);
+/* What posted the request, for messages ("allreduce #12 (ring)", "send"). */
+const char *coll_request_op(const struct coll_request *req);
 /* A request completed: wake the threads that may be waiting for it. */
 void coll_comm_wake_waiters(struct coll_comm *comm);
 

@@ -17,9 +17,15 @@
 
 /* ---- requests ---------------------------------------------------------------- */
 
+const char *coll_request_op(const struct coll_request *req)
+{
+    return req->sched ? coll_sched_name(req->sched) : req->op;
+}
+
 static void describe_failure(struct coll_request *req, coll_status_t status)
 {
     struct coll_comm *comm = req->comm;
+    const char *op = coll_request_op(req);
     const char *dir = req->kind == COLL_REQ_SEND ? "to" : "from";
     const char *peer = comm->peers && comm->peers[req->peer].ep ? comm->peers[req->peer].ep->desc
                                                                 : "?";
@@ -29,15 +35,15 @@ static void describe_failure(struct coll_request *req, coll_status_t status)
         snprintf(tag, sizeof(tag), " tag %d", req->tag);
     if (status == COLL_ERR_SIZE_MISMATCH)
         coll_comm_error(comm, COLL_SUBSYS_P2P, status, "%s %s %s%s: the message has %zu bytes, "
-                        "the receive expects %zu", req->op, dir, peer, tag, req->tp.bytes_done,
+                        "the receive expects %zu", op, dir, peer, tag, req->tp.bytes_done,
                         req->tp.len);
     else if (status == COLL_ERR_PEER_FAILED)
         coll_comm_error(comm, COLL_SUBSYS_P2P, status, "%s %s %s%s (%zu bytes): rank %d left the "
-                        "communicator before the message was delivered", req->op, dir, peer, tag,
+                        "communicator before the message was delivered", op, dir, peer, tag,
                         req->tp.len, req->peer);
     else if (status == COLL_ERR_INVALID_USAGE)
         coll_comm_error(comm, COLL_SUBSYS_P2P, status, "%s %s %s%s (%zu bytes) was still pending "
-                        "when the communicator was destroyed", req->op, dir, peer, tag,
+                        "when the communicator was destroyed", op, dir, peer, tag,
                         req->tp.len);
 }
 
@@ -62,6 +68,44 @@ void coll_request_free(struct coll_request *req)
     free(req);
 }
 
+/* Spare requests, a list through ->next_spare: a small collective posts a few
+ * messages per call, and malloc/free were a sixth of its time. */
+#define REQ_SPARES_MAX 64
+
+struct coll_request *coll_request_get(struct coll_comm *comm)
+{
+    struct coll_request *req = comm->req_spares;
+
+    if (!req)
+        return calloc(1, sizeof(*req));
+    comm->req_spares = req->next_spare;
+    comm->nreq_spares--;
+    memset(req, 0, sizeof(*req));
+    return req;
+}
+
+void coll_request_recycle(struct coll_comm *comm, struct coll_request *req)
+{
+    if (comm->nreq_spares >= REQ_SPARES_MAX) {
+        coll_request_free(req);
+        return;
+    }
+    req->magic = 0;
+    req->next_spare = comm->req_spares;
+    comm->req_spares = req;
+    comm->nreq_spares++;
+}
+
+void coll_request_release_spares(struct coll_comm *comm)
+{
+    while (comm->req_spares) {
+        struct coll_request *req = comm->req_spares;
+        comm->req_spares = req->next_spare;
+        free(req);
+    }
+    comm->nreq_spares = 0;
+}
+
 static coll_status_t post(struct coll_comm *comm, const char *op, int kind, void *buf,
                           size_t bytes, int peer, uint64_t tag, int user_tag,
                           struct coll_sched *sched, uint32_t vid, struct coll_request **req_p)
@@ -72,7 +116,7 @@ static coll_status_t post(struct coll_comm *comm, const char *op, int kind, void
 
     if (comm->state != COLL_COMM_LIVE)
         return comm->error != COLL_OK ? comm->error : COLL_ERR_INVALID_COMM;
-    req = calloc(1, sizeof(*req));
+    req = coll_request_get(comm);
     if (!req)
         return coll_comm_error(comm, COLL_SUBSYS_P2P, COLL_ERR_NO_MEMORY, "cannot allocate a request");
     req->sched = sched;
@@ -91,7 +135,7 @@ static coll_status_t post(struct coll_comm *comm, const char *op, int kind, void
     st = kind == COLL_REQ_SEND ? p->ops->ep_isend(p->ep, &req->tp)
                                : p->ops->ep_irecv(p->ep, &req->tp);
     if (st != COLL_OK) {
-        coll_request_free(req);
+        coll_request_recycle(comm, req);
         return st;
     }
     *req_p = req;
@@ -114,7 +158,8 @@ coll_status_t coll_p2p_post_vertex(struct coll_comm *comm, int kind, void *buf, 
                                    int peer, uint64_t tag, struct coll_sched *s, uint32_t vid,
                                    struct coll_request **req_p)
 {
-    return post(comm, coll_sched_name(s), kind, buf, bytes, peer, tag, -1, s, vid, req_p);
+    /* the schedule names the step (coll_request_op) */
+    return post(comm, "collective", kind, buf, bytes, peer, tag, -1, s, vid, req_p);
 }
 
 coll_status_t coll_p2p_waitall(struct coll_comm *comm, int n, struct coll_request **reqs,

@@ -74,6 +74,10 @@ typedef enum coll_param_type {
     X(POLL_SPIN, COLL_PARAM_DURATION, "20us",                                            \
       "How long a waiting thread polls (yielding the core between polls) before it "    \
       "sleeps in the kernel")                                                            \
+    X(POLL_BURST, COLL_PARAM_INT, "16",                                                 \
+      "While spinning, polls of shared-memory rings between two system calls (the "     \
+      "event-loop check and the yield to other processes); 0: a system call after every " \
+      "poll")                                                                            \
     X(SHM_RING_SIZE, COLL_PARAM_SIZE, "512K",                                            \
       "Shared-memory transport: bytes of each ring (one per direction and pair of "      \
       "ranks on a host, in /dev/shm; a power of two, 16K to 64M); the same on every "    \

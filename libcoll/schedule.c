@@ -16,7 +16,6 @@
 #include "flight.h"
 #include "log.h"
 #include "reduce.h"
-#include "flight.h"
 #include "schedule.h"
 
 enum { V_SEND, V_RECV, V_REDUCE, V_COPY, V_AVG, V_JOIN, V_CHECK };
@@ -40,17 +39,22 @@ struct coll_sched {
     struct coll_comm *comm;
     coll_list_t link;           /* comm->scheds while running */
     uint32_t seq;
-    char name[64];              /* "allreduce #12 (ring)", for messages */
+    const char *algo;           /* static: the algorithm's name */
+    char name[64];              /* "allreduce #12 (ring)", for messages; formatted
+                                   when first asked for (snprintf per call shows
+                                   in the profile of small collectives) */
     coll_args_t args;
+    /* Arrays, kept with their capacities when the schedule is recycled
+     * (see keep_spare): a small collective then allocates nothing. */
     coll_vertex_t *v;
     uint32_t nv, capv;
     uint32_t (*edge)[2];        /* build time: (from, to) */
     uint32_t ne, cape;
-    uint32_t *succ;             /* successor lists, concatenated */
+    uint32_t *succ, capsucc;    /* successor lists, concatenated */
     uint32_t *ready, nready;    /* released, not yet started */
     uint32_t *completed;        /* messages done, noted by callbacks */
     coll_status_t *completed_st;
-    uint32_t ncompleted;
+    uint32_t ncompleted, capnodes; /* capacity of ready, completed, completed_st */
     uint32_t left;              /* vertices not done */
     uint32_t inflight;          /* messages started, not done */
     size_t bytes_done;
@@ -82,6 +86,10 @@ const coll_args_t *coll_sched_args(const coll_sched_t *s)
 
 const char *coll_sched_name(const coll_sched_t *s)
 {
+    coll_sched_t *m = (coll_sched_t *)s; /* the name is a cache */
+    if (!m->name[0])
+        snprintf(m->name, sizeof(m->name), "%s #%u (%s)", coll_coll_name(s->args.coll), s->seq,
+                 s->algo);
     return s->name;
 }
 
@@ -170,8 +178,23 @@ static void scratch_give(struct coll_comm *comm, void *p, size_t len)
     comm->scratch_cache[victim].len = len;
 }
 
+static void free_arrays(coll_sched_t *s)
+{
+    free(s->scratch);
+    free(s->v);
+    free(s->edge);
+    free(s->succ);
+    free(s->ready);
+    free(s->completed);
+    free(s->completed_st);
+    free(s);
+}
+
 void coll_sched_cache_release(struct coll_comm *comm)
 {
+    if (comm->sched_spare)
+        free_arrays(comm->sched_spare);
+    comm->sched_spare = NULL;
     for (int i = 0; i < COLL_SCRATCH_CACHE; i++) {
         free(comm->scratch_cache[i].p);
         comm->scratch_cache[i].p = NULL;
@@ -308,19 +331,44 @@ void coll_sched_set_gate(coll_sched_t *s, coll_vid_t gate)
     s->gate = gate;
 }
 
-coll_status_t coll_sched_create(struct coll_comm *comm, const coll_args_t *args,
-                                const char *name, coll_sched_t **s_p)
+/* A recycled schedule: the arrays stay, everything else starts at zero. */
+static coll_sched_t *take_spare(struct coll_comm *comm)
 {
-    coll_sched_t *s = calloc(1, sizeof(*s));
+    coll_sched_t *s = comm->sched_spare, keep;
+
+    if (!s)
+        return calloc(1, sizeof(*s));
+    comm->sched_spare = NULL;
+    keep = *s;
+    memset(s, 0, sizeof(*s));
+    s->v = keep.v;
+    s->capv = keep.capv;
+    s->edge = keep.edge;
+    s->cape = keep.cape;
+    s->succ = keep.succ;
+    s->capsucc = keep.capsucc;
+    s->ready = keep.ready;
+    s->completed = keep.completed;
+    s->completed_st = keep.completed_st;
+    s->capnodes = keep.capnodes;
+    s->scratch = keep.scratch;
+    s->capscratch = keep.capscratch;
+    return s;
+}
+
+coll_status_t coll_sched_create(struct coll_comm *comm, const coll_args_t *args,
+                                const char *algo, coll_sched_t **s_p)
+{
+    coll_sched_t *s = take_spare(comm);
     if (!s)
         return coll_comm_error(comm, COLL_SUBSYS_COLL, COLL_ERR_NO_MEMORY,
                                "cannot allocate a schedule");
     s->comm = comm;
     s->args = *args;
     s->seq = comm->coll_seq;
+    s->algo = algo;
     s->gate = -1;
     s->failed = -1;
-    snprintf(s->name, sizeof(s->name), "%s #%u (%s)", coll_coll_name(args->coll), s->seq, name);
     coll_list_init(&s->link);
     *s_p = s;
     return COLL_OK;
@@ -328,21 +376,24 @@ coll_status_t coll_sched_create(struct coll_comm *comm, const coll_args_t *args,
 
 void coll_sched_free(coll_sched_t *s)
 {
+    int running = 0;
+
     if (!s)
         return;
-    for (uint32_t i = 0; i < s->nv; i++)
-        if (s->v[i].req) /* never for a finished schedule: see sched_finish */
+    for (uint32_t i = 0; i < s->nv; i++) {
+        if (s->v[i].req) { /* never for a finished schedule: see sched_finish */
             s->v[i].req->sched = NULL;
+            running = 1;
+        }
+    }
     for (uint32_t i = 0; i < s->nscratch; i++)
         scratch_give(s->comm, s->scratch[i].p, s->scratch[i].len);
-    free(s->scratch);
-    free(s->v);
-    free(s->edge);
-    free(s->succ);
-    free(s->ready);
-    free(s->completed);
-    free(s->completed_st);
-    free(s);
+    s->nscratch = 0;
+    /* one spare per communicator: the next collective reuses its arrays */
+    if (!running && !s->comm->sched_spare)
+        s->comm->sched_spare = s;
+    else
+        free_arrays(s);
 }
 
 /* ---- running ----------------------------------------------------------------- */
@@ -361,7 +412,7 @@ static void vertex_done(coll_sched_t *s, uint32_t id, coll_status_t st)
     if (v->req) {
         s->bytes_done += v->len;
         s->inflight--;
-        coll_request_free(v->req);
+        coll_request_recycle(s->comm, v->req);
         v->req = NULL;
     }
     s->req->tp.bytes_done = s->bytes_done + (s->nv - s->left); /* progress, for stalls */
@@ -500,14 +551,41 @@ void coll_sched_drain(struct coll_comm *comm)
     }
 }
 
+/* Grow a kept array of `esize`-byte elements to hold `n` (no copy: the
+ * contents are rebuilt for each schedule). */
+static int reserve(void **p, uint32_t *cap, uint32_t n, size_t esize)
+{
+    if (n <= *cap && *p)
+        return 0;
+    void *q = malloc((size_t)(n ? n : 1) * esize);
+    if (!q)
+        return -1;
+    free(*p);
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static int reserve_nodes(coll_sched_t *s)
+{
+    uint32_t cap = s->capnodes;
+    if (reserve((void **)&s->ready, &cap, s->nv, sizeof(*s->ready)) != 0)
+        return -1;
+    cap = s->capnodes;
+    if (reserve((void **)&s->completed, &cap, s->nv, sizeof(*s->completed)) != 0)
+        return -1;
+    cap = s->capnodes;
+    if (reserve((void **)&s->completed_st, &cap, s->nv, sizeof(*s->completed_st)) != 0)
+        return -1;
+    s->capnodes = cap;
+    return 0;
+}
+
 /* Edges to successor lists (counting sort by source vertex). */
 static int build_successors(coll_sched_t *s)
 {
-    s->succ = malloc((size_t)(s->ne ? s->ne : 1) * sizeof(*s->succ));
-    s->ready = malloc((size_t)(s->nv ? s->nv : 1) * sizeof(*s->ready));
-    s->completed = malloc((size_t)(s->nv ? s->nv : 1) * sizeof(*s->completed));
-    s->completed_st = malloc((size_t)(s->nv ? s->nv : 1) * sizeof(*s->completed_st));
-    if (!s->succ || !s->ready || !s->completed || !s->completed_st)
+    if (reserve((void **)&s->succ, &s->capsucc, s->ne, sizeof(*s->succ)) != 0 ||
+        reserve_nodes(s) != 0)
         return -1;
     for (uint32_t e = 0; e < s->ne; e++)
         s->v[s->edge[e][0]].nsucc++;
@@ -520,8 +598,6 @@ static int build_successors(coll_sched_t *s)
         coll_vertex_t *from = &s->v[s->edge[e][0]];
         s->succ[from->succ_first + from->nsucc++] = s->edge[e][1];
     }
-    free(s->edge);
-    s->edge = NULL;
     return 0;
 }
 
@@ -532,7 +608,7 @@ coll_status_t coll_sched_start(coll_sched_t *s, struct coll_request **req_p)
 
     if (s->status == COLL_OK && build_successors(s) != 0)
         nomem(s);
-    req = s->status == COLL_OK ? calloc(1, sizeof(*req)) : NULL;
+    req = s->status == COLL_OK ? coll_request_get(comm) : NULL;
     if (!req) {
         coll_status_t st = s->status != COLL_OK ? s->status : COLL_ERR_NO_MEMORY;
         coll_coll_t coll = s->args.coll;
@@ -545,11 +621,12 @@ coll_status_t coll_sched_start(coll_sched_t *s, struct coll_request **req_p)
     req->kind = COLL_REQ_COLL;
     req->peer = -1;
     req->tag = -1;
-    req->op = s->name;
+    req->op = "collective";
     req->sched = s;
     s->req = req;
     s->left = s->nv;
-    COLL_TRACE(COLL_SUBSYS_COLL, "rank %d: %s: %u steps, %u dependencies", comm->rank, s->name,
+    COLL_TRACE(COLL_SUBSYS_COLL, "rank %d: %s: %u steps, %u dependencies", comm->rank,
+               coll_sched_name(s),
                s->nv, s->ne);
     coll_list_push_back(&comm->scheds, &s->link);
     for (uint32_t i = 0; i < s->nv; i++)
@@ -579,7 +656,7 @@ void coll_sched_write_running(struct coll_comm *comm, FILE *f)
     coll_list_for_each_safe(pos, tmp, &comm->scheds) {
         coll_sched_t *s = coll_container_of(pos, coll_sched_t, link);
         coll_sched_describe_wait(s, waiting, sizeof(waiting));
-        fprintf(f, "  %s waits for: %s\n", s->name,
+        fprintf(f, "  %s waits for: %s\n", coll_sched_name(s),
                 waiting[0] ? waiting : "nothing in flight (its next step is not ready)");
     }
 }

@@ -38,6 +38,12 @@ enum coll_mem_kind {
 };
 #define COLL_MEM_BIT(kind) (1u << (kind))
 
+/* iface_progress alone sees arrivals, by reading memory (no system call):
+ * a waiting thread polls it in bursts of COLL_POLL_BURST between the
+ * event-loop check and the yield, which are system calls and cost more
+ * than a shared-memory message. */
+#define COLL_TP_F_POLLED 1u
+
 /* Wire ids of transports, used to label address blobs in the bootstrap. */
 enum coll_tp_id {
     COLL_TP_SELF = 0,
@@ -131,6 +137,7 @@ struct coll_tp_ops {
     const char *name;
     uint16_t id;                    /* enum coll_tp_id */
     uint32_t mem_kinds;             /* COLL_MEM_BIT(...) mask */
+    uint32_t flags;                 /* COLL_TP_F_* */
 
     /* Create the per-communicator state and start listening. */
     coll_status_t (*iface_open)(const coll_tp_params_t *params, coll_tp_iface_t **iface_p);

@@ -212,16 +212,7 @@ struct shm_iface {
     size_t cma_threshold;
     int cma;                  /* we may read peers' memory */
     int hook_set;
-    unsigned idle_polls;      /* progress calls in a row that moved nothing */
 };
-
-/* While the core spins, an idle progress call yields the core once the
- * last SHM_YIELD_AFTER calls found nothing: a peer that shares our core
- * (more ranks than cores, or a busy machine) then runs at once instead of
- * after our whole spin (two ranks on one core took turns spinning 20 us:
- * 47 us per 16-byte all-reduce, 4 us with yields). Data that arrives
- * within the first few polls is never delayed by a yield. */
-#define SHM_YIELD_AFTER 4
 
 /* shm_ring.c: the byte rings and the segment's life. */
 void shm_rings_attach(shm_ep_t *ep);
