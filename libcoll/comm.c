@@ -390,6 +390,7 @@ static coll_status_t read_coll_settings(struct coll_comm *comm)
                                         &comm->algo_fallback));
     COLL_CHECK(coll_param_bool(COLL_PARAM_DETERMINISTIC, &comm->deterministic));
     COLL_CHECK(coll_param_bool(COLL_PARAM_CHECK_ARGS, &comm->check_args));
+    COLL_CHECK(coll_param_bool(COLL_PARAM_RECV_REDUCE, &comm->fold));
     COLL_CHECK(coll_param_size(COLL_PARAM_PIPELINE_CHUNK, &comm->chunk_bytes));
     COLL_CHECK(coll_param_size(COLL_PARAM_DET_SCRATCH_MAX, &comm->det_scratch_max));
     if (comm->chunk_bytes < 64)

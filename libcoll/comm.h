@@ -95,6 +95,7 @@ struct coll_comm {
     int algo_fallback;             /* COLL_ALGO_FALLBACK: coll_algo_fallback_t */
     int deterministic;
     int check_args;
+    int fold;                      /* COLL_RECV_REDUCE */
     size_t chunk_bytes;
     size_t det_scratch_max;
     /* Scratch blocks of finished collectives, kept for the next ones (a
@@ -144,6 +145,7 @@ struct coll_request {
                                  send/recv: the schedule it is a step of */
     uint32_t vid;           /* the step, for a send/recv of a schedule */
     struct coll_request *next_spare; /* in comm->req_spares while unused */
+    const void *fold_local; /* a folding receive's local operand (coll_sched_fold) */
 };
 
 /* ---- creation ----------------------------------------------------------- */
@@ -198,10 +200,13 @@ coll_status_t coll_p2p_irecv(struct coll_comm *comm, void *buf, size_t bytes, in
  * clear the array. `what` names the operation in timeout messages. */
 coll_status_t coll_p2p_waitall(struct coll_comm *comm, int n, struct coll_request **reqs,
                                const char *what);
-/* Post a step of a schedule; its completion is reported to the schedule. */
+/* Post a step of a schedule; its completion is reported to the schedule.
+ * A receive with fold_local != NULL reduces as it arrives (the peer's
+ * transport has COLL_TP_F_RECV_FOLD) into buf, with fold_local as the
+ * other operand (coll_sched_fold). */
 coll_status_t coll_p2p_post_vertex(struct coll_comm *comm, int kind, void *buf, size_t bytes,
                                    int peer, uint64_t tag, struct coll_sched *s, uint32_t vid,
-                                   struct coll_request **req_p);
+                                   const void *fold_local, struct coll_request **req_p);
 
 /* One non-blocking pass of the progress engine. */
 void coll_comm_progress(struct coll_comm *comm);

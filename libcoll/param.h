@@ -78,6 +78,11 @@ typedef enum coll_param_type {
       "While spinning, polls of shared-memory rings between two system calls (the "     \
       "event-loop check and the yield to other processes); 0: a system call after every " \
       "poll")                                                                            \
+    X(RECV_REDUCE, COLL_PARAM_BOOL, "1",                                                \
+      "Reduce data as it arrives where the transport allows it (shared memory: "         \
+      "straight from the ring, or a cache-sized piece at a time from the peer's memory) " \
+      "instead of receiving it into a buffer and reducing that; 0: always the two "      \
+      "steps")                                                                           \
     X(SHM_RING_SIZE, COLL_PARAM_SIZE, "512K",                                            \
       "Shared-memory transport: bytes of each ring (one per direction and pair of "      \
       "ranks on a host, in /dev/shm; a power of two, 16K to 64M); the same on every "    \

@@ -27,6 +27,8 @@ typedef struct coll_vertex {
     uint32_t deps_left;
     uint32_t succ_first, nsucc; /* into s->succ, set by start */
     uint32_t mtag;
+    uint8_t fold;               /* recv: reduce as it arrives, dst = incoming op a */
+    uint8_t local_first;        /* ... or dst = a op incoming */
     int peer;
     void *dst;
     const void *a, *b;
@@ -279,6 +281,45 @@ coll_vid_t coll_sched_recv(coll_sched_t *s, void *buf, size_t bytes, int peer, u
     return add_message(s, V_RECV, buf, bytes, peer, mtag, ndeps, deps);
 }
 
+coll_vid_t coll_sched_recv_reduce(coll_sched_t *s, void *dst, const void *local, void *tmp,
+                                  size_t count, int peer, uint32_t mtag, int order, int ndeps,
+                                  const coll_vid_t *deps)
+{
+    size_t bytes = count * s->args.esize;
+    const coll_peer_t *pr = &s->comm->peers[peer];
+
+    if (count > 0 && s->comm->fold && pr->ops && (pr->ops->flags & COLL_TP_F_RECV_FOLD)) {
+        coll_vid_t id = add_message(s, V_RECV, dst, bytes, peer, mtag, ndeps, deps);
+        if (id >= 0) {
+            s->v[id].a = local;
+            s->v[id].fold = 1;
+            s->v[id].local_first = order == COLL_LOCAL_FIRST;
+        }
+        return id;
+    }
+    coll_vid_t rv = coll_sched_recv(s, tmp, bytes, peer, mtag, ndeps, deps);
+    if (order == COLL_LOCAL_FIRST)
+        return coll_sched_reduce(s, dst, local, tmp, count, COLL_DEPS(rv));
+    return coll_sched_reduce(s, dst, tmp, local, count, COLL_DEPS(rv));
+}
+
+void coll_sched_fold(coll_tp_req_t *tp, size_t off, const void *src, size_t bytes)
+{
+    struct coll_request *req = (struct coll_request *)tp;
+    const coll_sched_t *s = req->sched;
+    const void *local;
+
+    if (!s) /* detached from a failed collective: nobody reads the result */
+        return;
+    local = (const uint8_t *)req->fold_local + off;
+    if (s->v[req->vid].local_first)
+        (void)coll_reduce_local((uint8_t *)tp->buf + off, local, src, bytes / s->args.esize,
+                                s->args.dt, s->args.op);
+    else
+        (void)coll_reduce_local((uint8_t *)tp->buf + off, src, local, bytes / s->args.esize,
+                                s->args.dt, s->args.op);
+}
+
 static coll_vid_t add_local(coll_sched_t *s, int type, void *dst, const void *a, const void *b,
                             size_t len, int ndeps, const coll_vid_t *deps)
 {
@@ -437,7 +478,8 @@ static coll_status_t start_message(coll_sched_t *s, uint32_t id)
     s->inflight++;
     coll_status_t st = coll_p2p_post_vertex(s->comm, v->type == V_SEND ? COLL_REQ_SEND
                                                                        : COLL_REQ_RECV,
-                                            v->dst, v->len, v->peer, tag, s, id, &v->req);
+                                            v->dst, v->len, v->peer, tag, s, id,
+                                            v->fold ? v->a : NULL, &v->req);
     if (st != COLL_OK)
         s->inflight--;
     return st;

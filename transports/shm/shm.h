@@ -50,6 +50,9 @@
 #define SHM_LINE 64
 #define SHM_REC_HDR 32
 #define SHM_ABORT_TEXT 512
+/* Piece of a single-copy read that is reduced while in cache (cma_fold):
+ * fits in L2 with the local operand's piece beside it. */
+#define SHM_BOUNCE_BYTES (64u << 10)
 /* Smallest and largest ring (COLL_SHM_RING_SIZE is clamped to these). */
 #define SHM_RING_MIN (16u << 10)
 #define SHM_RING_MAX (64u << 20)
@@ -210,6 +213,7 @@ struct shm_iface {
     size_t ring_bytes;
     size_t eager_limit;
     size_t cma_threshold;
+    uint8_t *bounce;          /* SHM_BOUNCE_BYTES for cma_fold, allocated on first use */
     int cma;                  /* we may read peers' memory */
     int hook_set;
 };

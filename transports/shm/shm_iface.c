@@ -226,6 +226,7 @@ static coll_status_t shm_iface_close(coll_tp_iface_t *tiface)
     coll_evloop_del(tiface->params.evloop, &iface->wake_src);
     if (iface->wake_fd >= 0)
         close(iface->wake_fd);
+    free(iface->bounce);
     free(iface->eps);
     free(iface);
     return COLL_OK;
@@ -332,7 +333,7 @@ const coll_tp_ops_t coll_tp_shm_ops = {
     .name = "shm",
     .id = COLL_TP_SHM,
     .mem_kinds = COLL_MEM_BIT(COLL_MEM_HOST),
-    .flags = COLL_TP_F_POLLED,
+    .flags = COLL_TP_F_POLLED | COLL_TP_F_RECV_FOLD,
     .iface_open = shm_iface_open,
     .iface_close = shm_iface_close,
     .iface_addr = shm_iface_addr,

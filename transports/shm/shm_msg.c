@@ -185,6 +185,25 @@ static int cma_read(shm_ep_t *ep, void *dst, uint64_t addr, size_t len)
     return 0;
 }
 
+/* A receive that reduces: read the peer's data a cache-sized piece at a
+ * time and fold each piece while it is still in cache, instead of copying
+ * the whole message to memory and reading it back for the reduction. */
+static int cma_fold(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr, size_t len)
+{
+    shm_iface_t *iface = ep->iface;
+    int err = 0;
+
+    if (!iface->bounce && !(iface->bounce = malloc(SHM_BOUNCE_BYTES)))
+        return ENOMEM;
+    for (size_t off = 0; off < len && !err; off += SHM_BOUNCE_BYTES) {
+        size_t n = COLL_MIN(len - off, (size_t)SHM_BOUNCE_BYTES);
+        err = cma_read(ep, iface->bounce, addr + off, n);
+        if (!err)
+            req->fold(req, off, iface->bounce, n);
+    }
+    return err;
+}
+
 static void on_abort_notice(shm_ep_t *ep);
 
 /* Is a goodbye waiting in the ring (behind the record being read)? */
@@ -219,7 +238,7 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
         return;
     }
     if (addr && ep->iface->cma) {
-        err = cma_read(ep, req->buf, addr, msg_len);
+        err = req->fold ? cma_fold(ep, req, addr, msg_len) : cma_read(ep, req->buf, addr, msg_len);
         /* A sender that leaves fails its large sends nobody answered, then
          * says goodbye: its buffer may be gone, whatever we read. */
         if ((err == 0 || err == ESRCH || err == EFAULT) && ring_has_bye(ep)) {
@@ -281,7 +300,7 @@ static void on_eager(shm_ep_t *ep, const shm_rec_t *h, const uint8_t *payload)
     if (req && req->len != h->len) {
         coll_match_size_mismatch(req, h->len);
     } else if (req) {
-        coll_copy(req->buf, payload, h->len);
+        coll_tp_deliver(req, 0, payload, h->len);
         req->bytes_done = h->len;
         req->complete(req, COLL_OK);
     } else {
@@ -368,7 +387,7 @@ static void on_data(shm_ep_t *ep, const shm_rec_t *h, const uint8_t *payload)
                     (unsigned long long)h->aux, h->len);
         return;
     }
-    memcpy((uint8_t *)req->buf + h->aux, payload, h->len);
+    coll_tp_deliver(req, h->aux, payload, h->len);
     req->bytes_done += h->len;
     if (req->bytes_done >= req->len) {
         coll_list_del(&req->link);
