@@ -349,6 +349,7 @@ static coll_status_t read_coll_settings(struct coll_comm *comm)
                                         &comm->algo_fallback));
     COLL_CHECK(coll_param_bool(COLL_PARAM_DETERMINISTIC, &comm->deterministic));
     COLL_CHECK(coll_param_bool(COLL_PARAM_CHECK_ARGS, &comm->check_args));
+    COLL_CHECK(coll_param_bool(COLL_PARAM_CHECKSUM, &comm->checksum));
     COLL_CHECK(coll_param_size(COLL_PARAM_PIPELINE_CHUNK, &comm->chunk_bytes));
     COLL_CHECK(coll_param_size(COLL_PARAM_DET_SCRATCH_MAX, &comm->det_scratch_max));
     if (comm->chunk_bytes < 64)
@@ -442,11 +443,13 @@ static coll_status_t open_ifaces(struct coll_comm *comm, uint64_t deadline_ns)
         .local_addr = &comm->local_addr,
         .evloop = comm->ev,
         .connect_deadline_ns = deadline_ns,
+        .checksum = comm->checksum,
         .core = comm,
         .ep_failed = comm_on_ep_failed,
     };
 
     COLL_CHECK(coll_param_duration_ns(COLL_PARAM_HANDSHAKE_TIMEOUT, &params.handshake_timeout_ns));
+    COLL_CHECK(coll_param_int(COLL_PARAM_TEST_CORRUPT_FRAME, &params.test_corrupt_frame));
     COLL_CHECK(open_iface(comm, coll_tp_self_ops(), &params));
     for (int i = 0; i < count && comm->niface < COLL_TP_MAX; i++)
         if (transport_allowed(reg[i]->name))
@@ -473,6 +476,26 @@ static void describe_self(struct coll_comm *comm, coll_peer_info_t *me)
     gethostname(me->hostname, sizeof(me->hostname) - 1);
     for (int i = 1; i < comm->niface; i++)
         comm->ifaces[i]->ops->iface_addr(comm->ifaces[i], &me->addrs[me->naddrs++]);
+    /* settings that must match, checked by same_settings() on every rank */
+    me->addrs[me->naddrs].tp_id = COLL_TP_CORE;
+    me->addrs[me->naddrs].len = 1;
+    me->addrs[me->naddrs++].data[0] = (uint8_t)comm->checksum;
+}
+
+/* Every rank has the whole table, so every rank finds a difference at
+ * once and fails its init, naming both values (no rank waits). */
+static coll_status_t same_settings(struct coll_comm *comm)
+{
+    for (int p = 0; p < comm->nranks; p++) {
+        const coll_tp_addr_t *core = coll_peer_info_addr(&comm->peers[p].info, COLL_TP_CORE);
+        int theirs = core && core->len >= 1 ? core->data[0] : 0;
+        if (theirs != comm->checksum)
+            return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG, "rank %d: COLL_CHECKSUM "
+                              "differs between ranks: rank %d (%s) has %d, this rank has %d; "
+                              "set it alike on every rank", comm->rank, p,
+                              comm->peers[p].info.hostname, theirs, comm->checksum);
+    }
+    return COLL_OK;
 }
 
 /* The first transport, in priority order, that can reach the peer. */
@@ -600,6 +623,7 @@ static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_ini
         comm->peers[p].info = table[p];
     free(table);
     COLL_CHECK(st);
+    COLL_CHECK(same_settings(comm));
     COLL_CHECK(create_endpoints(comm));
     COLL_CHECK(connect_all(comm, deadline_ns));
     read_link_costs(comm);

@@ -89,6 +89,7 @@ struct coll_comm {
     int algo_fallback;             /* COLL_ALGO_FALLBACK: coll_algo_fallback_t */
     int deterministic;
     int check_args;
+    int checksum;                  /* COLL_CHECKSUM, the same on every rank */
     size_t chunk_bytes;
     size_t det_scratch_max;
     /* Scratch blocks of finished collectives, kept for the next ones (a
