@@ -212,16 +212,24 @@ static int scan_requests(struct coll_comm *comm, int n, struct coll_request **re
         if (r->tp.bytes_done != r->seen_bytes) {
             r->seen_bytes = r->tp.bytes_done;
             r->stall_since_ns = now;
-        } else if (now - r->stall_since_ns > comm->timeout_ns) {
-            /* A collective counts finished steps; look at the bytes of the
-             * steps in flight too before calling it stalled. */
-            size_t moved = r->sched ? coll_sched_bytes_moved(r->sched) : r->seen_bytes;
-            if (r->kind == COLL_REQ_COLL && moved != r->seen_bytes) {
+        } else if (r->kind == COLL_REQ_COLL && r->sched &&
+                   now - r->sampled_ns > comm->timeout_ns / 10) {
+            /* A collective counts finished steps; the bytes of the steps in
+             * flight are looked at every tenth of the deadline (a walk over
+             * the schedule), so that bytes that moved long ago restart the
+             * clock from about when they moved, not from when the deadline
+             * came: a partition is then reported within 1.1 deadlines. */
+            size_t moved = coll_sched_bytes_moved(r->sched);
+            r->sampled_ns = now;
+            if (moved != r->seen_bytes) {
                 r->tp.bytes_done = r->seen_bytes = moved;
                 r->stall_since_ns = now;
-            } else {
+            } else if (now - r->stall_since_ns > comm->timeout_ns) {
                 *stalled_p = r;
             }
+        } else if (now - r->stall_since_ns > comm->timeout_ns &&
+                   !(r->kind == COLL_REQ_COLL && r->sched)) {
+            *stalled_p = r;
         }
     }
     return pending;
@@ -267,7 +275,7 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
         struct coll_request *r = reqs[i];
         if (r && !r->done && (!test_only || r->stall_since_ns == 0)) {
             r->seen_bytes = r->tp.bytes_done;
-            r->stall_since_ns = start;
+            r->stall_since_ns = r->sampled_ns = start;
         }
     }
     for (;;) {

@@ -130,6 +130,7 @@ struct coll_request {
     coll_status_t status;
     size_t seen_bytes;      /* tp.bytes_done when last looked at */
     uint64_t stall_since_ns;
+    uint64_t sampled_ns;    /* a collective's in-flight bytes last looked at */
     struct coll_sched *sched; /* COLL_REQ_COLL: its schedule while running;
                                  send/recv: the schedule it is a step of */
     uint32_t vid;           /* the step, for a send/recv of a schedule */
