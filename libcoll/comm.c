@@ -98,6 +98,12 @@ coll_status_t coll_comm_fail_recorded(struct coll_comm *comm, coll_status_t stat
     return comm_fail_commit(comm, status);
 }
 
+/* A split's init ends when its parent is aborted (comm.h). */
+static int parent_aborted(const struct coll_comm *comm)
+{
+    return comm->parent_abort && __atomic_load_n(comm->parent_abort, __ATOMIC_ACQUIRE);
+}
+
 /* Upcall from a transport: the link to `peer` broke. */
 static void comm_on_ep_failed(void *core, int peer, coll_status_t status, const char *msg)
 {
@@ -292,6 +298,11 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
         if (comm->state != COLL_COMM_LIVE && comm->state != COLL_COMM_INIT) {
             st = comm->error != COLL_OK ? comm->error : COLL_ERR_ABORTED; /* not reached */
             break;
+        }
+        if (parent_aborted(comm)) {
+            coll_comm_fail(comm, COLL_SUBSYS_INIT, COLL_ERR_ABORTED, "coll_comm_split: the "
+                           "parent communicator was aborted while this one was created");
+            continue;
         }
         if (stalled) {
             fail_stalled(comm, stalled, what);
@@ -572,7 +583,7 @@ static coll_status_t connect_all(struct coll_comm *comm, uint64_t deadline_ns)
         }
         if (!pending)
             return COLL_OK;
-        if (__atomic_load_n(&comm->abort_requested, __ATOMIC_ACQUIRE))
+        if (__atomic_load_n(&comm->abort_requested, __ATOMIC_ACQUIRE) || parent_aborted(comm))
             return coll_comm_fail(comm, COLL_SUBSYS_INIT, COLL_ERR_ABORTED, "init aborted while connecting");
         if (coll_time_ns() > deadline_ns) {
             char missing[256];
@@ -622,7 +633,7 @@ static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_ini
         return coll_error(COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "cannot allocate peer table");
     describe_self(comm, &me);
     st = coll_bootstrap_join(&a->uid, a->nranks, a->rank, a->round, &me, deadline_ns,
-                             &comm->abort_requested, table);
+                             a->parent_abort ? a->parent_abort : &comm->abort_requested, table);
     if (*root) { /* the job formed (or not): our root's work is over */
         coll_root_release(*root, st == COLL_OK ? COLL_ROOT_JOIN : COLL_ROOT_CANCEL);
         *root = NULL;
@@ -819,6 +830,7 @@ coll_status_t coll_comm_init_internal(const coll_init_args_t *a, struct coll_com
 
     COLL_CHECK_GOTO(check_init_args(a), st, out);
     COLL_CHECK_GOTO(comm_alloc(a, &comm), st, out);
+    comm->parent_abort = a->parent_abort;
     deadline_ns = t0 + comm->timeout_ns;
     COLL_CHECK_GOTO(open_ifaces(comm, deadline_ns), st, out);
     COLL_CHECK_GOTO(exchange_and_connect(comm, a, deadline_ns, &root), st, out);
@@ -832,6 +844,7 @@ coll_status_t coll_comm_init_internal(const coll_init_args_t *a, struct coll_com
     pthread_mutex_unlock(&comm->lock);
     if (st != COLL_OK)
         goto out;
+    comm->parent_abort = NULL; /* created: its life is its own now */
     register_handle(comm);
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d/%d: communicator %p ready in %.1f ms (%s; interface %s "
               "%s)", a->rank, a->nranks, (void *)comm, (double)(coll_time_ns() - t0) * 1e-6,

@@ -60,6 +60,10 @@ struct coll_comm {
     pthread_cond_t idle;           /* active_calls dropped (abort waits on it) */
     int active_calls;
     int abort_requested;           /* atomic */
+    /* During a split's init nobody holds the new handle, so what can abort
+     * it is the parent's flag (the parent is never freed: a tombstone at
+     * worst); NULL once init is over. */
+    const int *parent_abort;
     int state;
 
     int rank;
@@ -148,6 +152,7 @@ typedef struct coll_init_args {
     const coll_config_t *config;   /* may be NULL */
     struct coll_root *root;        /* a root this process runs for the job */
     const char *how;               /* "unique id", "torchrun", ... for logs */
+    const int *parent_abort;       /* split: the parent's abort_requested */
 } coll_init_args_t;
 
 /* Build a communicator: bootstrap, choose a transport per peer, connect.
