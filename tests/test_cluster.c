@@ -33,6 +33,10 @@
  * leaves a script that still ends (and cleans up) by itself. */
 #define RUN_LIMIT "60"
 
+/* 64 MiB all-reduces, `iters` of them, results checked or not. */
+#define ALLREDUCE_64M(iters, check) \
+    "all_reduce_perf", "-b", "64M", "-e", "64M", "-n", iters, "-w", "0", "-c", check
+
 /* A short sweep: 3 sizes, out of place and in place. */
 #define SWEEP "all_reduce_perf", "-b", "64K", "-e", "1M", "-f", "4", "-n", "3", "-c", "1"
 
@@ -333,8 +337,7 @@ START_TEST(test_loss_5pct_64m)
     if (not_root())
         return;
     const char *args[] = {"--hosts", "2", "--rate", "none", "--loss", "5%", "--timeout",
-                          RUN_LIMIT, "--", "all_reduce_perf", "-b", "64M", "-e", "64M", "-n",
-                          "1", "-w", "0", "-c", "1", NULL};
+                          RUN_LIMIT, "--", ALLREDUCE_64M("1", "1"), NULL};
     cluster_run(&r, args, 90);
     if (skipped(&r))
         return;
@@ -380,8 +383,7 @@ START_TEST(test_partition_both_sides)
     if (not_root())
         return;
     const char *args[] = {"--hosts", "2", "--rate", "1gbit", "--partition", "1@2", "--timeout",
-                          RUN_LIMIT, "--", "all_reduce_perf", "-b", "64M", "-e", "64M", "-n",
-                          "100", "-w", "0", "-c", "0", NULL};
+                          RUN_LIMIT, "--", ALLREDUCE_64M("100", "0"), NULL};
     cluster_run(&r, args, 90);
     if (skipped(&r))
         return;
