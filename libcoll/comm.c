@@ -98,6 +98,12 @@ coll_status_t coll_comm_fail_recorded(struct coll_comm *comm, coll_status_t stat
     return comm_fail_commit(comm, status);
 }
 
+/* A split's init ends when its parent is aborted (comm.h). */
+static int parent_aborted(const struct coll_comm *comm)
+{
+    return comm->parent_abort && __atomic_load_n(comm->parent_abort, __ATOMIC_ACQUIRE);
+}
+
 /* Upcall from a transport: the link to `peer` broke. */
 static void comm_on_ep_failed(void *core, int peer, coll_status_t status, const char *msg)
 {
@@ -235,16 +241,24 @@ static int scan_requests(struct coll_comm *comm, int n, struct coll_request **re
         if (r->tp.bytes_done != r->seen_bytes) {
             r->seen_bytes = r->tp.bytes_done;
             r->stall_since_ns = now;
-        } else if (now - r->stall_since_ns > comm->timeout_ns) {
-            /* A collective counts finished steps; look at the bytes of the
-             * steps in flight too before calling it stalled. */
-            size_t moved = r->sched ? coll_sched_bytes_moved(r->sched) : r->seen_bytes;
-            if (r->kind == COLL_REQ_COLL && moved != r->seen_bytes) {
+        } else if (r->kind == COLL_REQ_COLL && r->sched &&
+                   now - r->sampled_ns > comm->timeout_ns / 10) {
+            /* A collective counts finished steps; the bytes of the steps in
+             * flight are looked at every tenth of the deadline (a walk over
+             * the schedule), so that bytes that moved long ago restart the
+             * clock from about when they moved, not from when the deadline
+             * came: a partition is then reported within 1.1 deadlines. */
+            size_t moved = coll_sched_bytes_moved(r->sched);
+            r->sampled_ns = now;
+            if (moved != r->seen_bytes) {
                 r->tp.bytes_done = r->seen_bytes = moved;
                 r->stall_since_ns = now;
-            } else {
+            } else if (now - r->stall_since_ns > comm->timeout_ns) {
                 *stalled_p = r;
             }
+        } else if (now - r->stall_since_ns > comm->timeout_ns &&
+                   !(r->kind == COLL_REQ_COLL && r->sched)) {
+            *stalled_p = r;
         }
     }
     return pending;
@@ -290,7 +304,7 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
         struct coll_request *r = reqs[i];
         if (r && !r->done && (!test_only || r->stall_since_ns == 0)) {
             r->seen_bytes = r->tp.bytes_done;
-            r->stall_since_ns = start;
+            r->stall_since_ns = r->sampled_ns = start;
         }
     }
     for (;;) {
@@ -309,6 +323,11 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
         if (comm->state != COLL_COMM_LIVE && comm->state != COLL_COMM_INIT) {
             st = comm->error != COLL_OK ? comm->error : COLL_ERR_ABORTED; /* not reached */
             break;
+        }
+        if (parent_aborted(comm)) {
+            coll_comm_fail(comm, COLL_SUBSYS_INIT, COLL_ERR_ABORTED, "coll_comm_split: the "
+                           "parent communicator was aborted while this one was created");
+            continue;
         }
         if (stalled) {
             fail_stalled(comm, stalled, what);
@@ -391,6 +410,7 @@ static coll_status_t read_coll_settings(struct coll_comm *comm)
     COLL_CHECK(coll_param_bool(COLL_PARAM_DETERMINISTIC, &comm->deterministic));
     COLL_CHECK(coll_param_bool(COLL_PARAM_CHECK_ARGS, &comm->check_args));
     COLL_CHECK(coll_param_bool(COLL_PARAM_RECV_REDUCE, &comm->fold));
+    COLL_CHECK(coll_param_bool(COLL_PARAM_CHECKSUM, &comm->checksum));
     COLL_CHECK(coll_param_size(COLL_PARAM_PIPELINE_CHUNK, &comm->chunk_bytes));
     COLL_CHECK(coll_param_size(COLL_PARAM_DET_SCRATCH_MAX, &comm->det_scratch_max));
     if (comm->chunk_bytes < 64)
@@ -485,11 +505,13 @@ static coll_status_t open_ifaces(struct coll_comm *comm, uint64_t deadline_ns)
         .local_addr = &comm->local_addr,
         .evloop = comm->ev,
         .connect_deadline_ns = deadline_ns,
+        .checksum = comm->checksum,
         .core = comm,
         .ep_failed = comm_on_ep_failed,
     };
 
     COLL_CHECK(coll_param_duration_ns(COLL_PARAM_HANDSHAKE_TIMEOUT, &params.handshake_timeout_ns));
+    COLL_CHECK(coll_param_int(COLL_PARAM_TEST_CORRUPT_FRAME, &params.test_corrupt_frame));
     COLL_CHECK(open_iface(comm, coll_tp_self_ops(), &params));
     for (int i = 0; i < count && comm->niface < COLL_TP_MAX; i++)
         if (transport_allowed(reg[i]->name))
@@ -516,6 +538,26 @@ static void describe_self(struct coll_comm *comm, coll_peer_info_t *me)
     gethostname(me->hostname, sizeof(me->hostname) - 1);
     for (int i = 1; i < comm->niface; i++)
         comm->ifaces[i]->ops->iface_addr(comm->ifaces[i], &me->addrs[me->naddrs++]);
+    /* settings that must match, checked by same_settings() on every rank */
+    me->addrs[me->naddrs].tp_id = COLL_TP_CORE;
+    me->addrs[me->naddrs].len = 1;
+    me->addrs[me->naddrs++].data[0] = (uint8_t)comm->checksum;
+}
+
+/* Every rank has the whole table, so every rank finds a difference at
+ * once and fails its init, naming both values (no rank waits). */
+static coll_status_t same_settings(struct coll_comm *comm)
+{
+    for (int p = 0; p < comm->nranks; p++) {
+        const coll_tp_addr_t *core = coll_peer_info_addr(&comm->peers[p].info, COLL_TP_CORE);
+        int theirs = core && core->len >= 1 ? core->data[0] : 0;
+        if (theirs != comm->checksum)
+            return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG, "rank %d: COLL_CHECKSUM "
+                              "differs between ranks: rank %d (%s) has %d, this rank has %d; "
+                              "set it alike on every rank", comm->rank, p,
+                              comm->peers[p].info.hostname, theirs, comm->checksum);
+    }
+    return COLL_OK;
 }
 
 /* The first transport, in priority order, that can reach the peer. */
@@ -584,7 +626,7 @@ static coll_status_t connect_all(struct coll_comm *comm, uint64_t deadline_ns)
         }
         if (!pending)
             return COLL_OK;
-        if (__atomic_load_n(&comm->abort_requested, __ATOMIC_ACQUIRE))
+        if (__atomic_load_n(&comm->abort_requested, __ATOMIC_ACQUIRE) || parent_aborted(comm))
             return coll_comm_fail(comm, COLL_SUBSYS_INIT, COLL_ERR_ABORTED, "init aborted while connecting");
         if (coll_time_ns() > deadline_ns) {
             char missing[256];
@@ -635,7 +677,7 @@ static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_ini
         return coll_error(COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "cannot allocate peer table");
     describe_self(comm, &me);
     st = coll_bootstrap_join(&a->uid, a->nranks, a->rank, a->round, &me, deadline_ns,
-                             &comm->abort_requested, table);
+                             a->parent_abort ? a->parent_abort : &comm->abort_requested, table);
     if (*root) { /* the job formed (or not): our root's work is over */
         coll_root_release(*root, st == COLL_OK ? COLL_ROOT_JOIN : COLL_ROOT_CANCEL);
         *root = NULL;
@@ -644,6 +686,7 @@ static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_ini
         comm->peers[p].info = table[p];
     free(table);
     COLL_CHECK(st);
+    COLL_CHECK(same_settings(comm));
     COLL_CHECK(create_endpoints(comm));
     COLL_CHECK(connect_all(comm, deadline_ns));
     read_link_costs(comm);
@@ -831,6 +874,7 @@ coll_status_t coll_comm_init_internal(const coll_init_args_t *a, struct coll_com
 
     COLL_CHECK_GOTO(check_init_args(a), st, out);
     COLL_CHECK_GOTO(comm_alloc(a, &comm), st, out);
+    comm->parent_abort = a->parent_abort;
     deadline_ns = t0 + comm->timeout_ns;
     COLL_CHECK_GOTO(open_ifaces(comm, deadline_ns), st, out);
     COLL_CHECK_GOTO(exchange_and_connect(comm, a, deadline_ns, &root), st, out);
@@ -844,6 +888,7 @@ coll_status_t coll_comm_init_internal(const coll_init_args_t *a, struct coll_com
     pthread_mutex_unlock(&comm->lock);
     if (st != COLL_OK)
         goto out;
+    comm->parent_abort = NULL; /* created: its life is its own now */
     register_handle(comm);
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d/%d: communicator %p ready in %.1f ms (%s; interface %s "
               "%s)", a->rank, a->nranks, (void *)comm, (double)(coll_time_ns() - t0) * 1e-6,

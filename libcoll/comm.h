@@ -60,6 +60,10 @@ struct coll_comm {
     pthread_cond_t idle;           /* active_calls dropped (abort waits on it) */
     int active_calls;
     int abort_requested;           /* atomic */
+    /* During a split's init nobody holds the new handle, so what can abort
+     * it is the parent's flag (the parent is never freed: a tombstone at
+     * worst); NULL once init is over. */
+    const int *parent_abort;
     int state;
 
     int rank;
@@ -96,6 +100,7 @@ struct coll_comm {
     int deterministic;
     int check_args;
     int fold;                      /* COLL_RECV_REDUCE */
+    int checksum;                  /* COLL_CHECKSUM, the same on every rank */
     size_t chunk_bytes;
     size_t det_scratch_max;
     /* Scratch blocks of finished collectives, kept for the next ones (a
@@ -141,6 +146,7 @@ struct coll_request {
     coll_status_t status;
     size_t seen_bytes;      /* tp.bytes_done when last looked at */
     uint64_t stall_since_ns;
+    uint64_t sampled_ns;    /* a collective's in-flight bytes last looked at */
     struct coll_sched *sched; /* COLL_REQ_COLL: its schedule while running;
                                  send/recv: the schedule it is a step of */
     uint32_t vid;           /* the step, for a send/recv of a schedule */
@@ -160,6 +166,7 @@ typedef struct coll_init_args {
     const coll_config_t *config;   /* may be NULL */
     struct coll_root *root;        /* a root this process runs for the job */
     const char *how;               /* "unique id", "torchrun", ... for logs */
+    const int *parent_abort;       /* split: the parent's abort_requested */
 } coll_init_args_t;
 
 /* Build a communicator: bootstrap, choose a transport per peer, connect.

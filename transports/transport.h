@@ -56,6 +56,9 @@ enum coll_tp_id {
     COLL_TP_OFI = 3,
     COLL_TP_VERBS = 4,
     COLL_TP_CUDA_IPC = 5,
+    /* Not a transport: the core's settings that every rank must share
+     * (comm.c), published beside the transports' addresses. */
+    COLL_TP_CORE = 0xff,
 };
 
 typedef struct coll_tp_addr {
@@ -141,6 +144,8 @@ typedef struct coll_tp_params {
     coll_evloop_t *evloop;
     uint64_t handshake_timeout_ns;  /* for strangers on our listening port */
     uint64_t connect_deadline_ns;   /* for our own outgoing connections */
+    int checksum;                   /* COLL_CHECKSUM: CRC-32C in every frame */
+    int64_t test_corrupt_frame;     /* COLL_TEST_CORRUPT_FRAME (crc32c.h) */
     void *core;
     /* The link to `peer` is broken (died, aborted, protocol violation):
      * the core fails the communicator. `msg` names the peer. */
