@@ -292,13 +292,28 @@ static void cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *lock, int ms)
     pthread_cond_timedwait(cond, lock, &ts);
 }
 
+static int all_done(int n, struct coll_request **reqs)
+{
+    for (int i = 0; i < n; i++)
+        if (reqs[i] && !reqs[i]->done)
+            return 0;
+    return 1;
+}
+
 coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request **reqs,
                              const char *what, int test_only)
 {
-    uint64_t start = coll_time_ns(), spin_until = start + comm->spin_ns;
+    uint64_t start, spin_until;
     struct coll_request *stalled;
     coll_status_t st;
     int lead = 0, polled = 0;
+
+    /* finished while it was started (one rank, or everything local): no
+     * progress pass, no clock */
+    if (all_done(n, reqs))
+        return comm->error != COLL_OK ? comm->error : first_error(n, reqs);
+    start = coll_time_ns();
+    spin_until = start + comm->spin_ns;
 
     for (int i = 0; i < n; i++) {
         struct coll_request *r = reqs[i];
