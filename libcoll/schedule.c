@@ -297,6 +297,8 @@ coll_vid_t coll_sched_recv_reduce(coll_sched_t *s, void *dst, const void *local,
         }
         return id;
     }
+    if (!tmp)
+        tmp = coll_sched_scratch(s, bytes);
     coll_vid_t rv = coll_sched_recv(s, tmp, bytes, peer, mtag, ndeps, deps);
     if (order == COLL_LOCAL_FIRST)
         return coll_sched_reduce(s, dst, local, tmp, count, COLL_DEPS(rv));

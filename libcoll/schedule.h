@@ -92,8 +92,8 @@ enum { COLL_INCOMING_FIRST = 0, COLL_LOCAL_FIRST = 1 };
  * dst (dst = incoming op local, or local op incoming; dst may be local).
  * Where the peer's transport can reduce as the data arrives
  * (COLL_TP_F_RECV_FOLD) that is one step and tmp is not used; otherwise
- * the message lands in tmp (which may be dst when dst is not local) and a
- * reduce step follows. `deps` gate the receive; as the receive may write
+ * the message lands in tmp (which may be dst when dst is not local; NULL:
+ * scratch taken only then) and a reduce step follows. `deps` gate the receive; as the receive may write
  * dst as soon as it starts, nothing may still read dst (e.g. a send of
  * it) unless a dependency waits for it. Returns the step after which dst
  * holds the result. */
