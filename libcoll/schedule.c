@@ -9,6 +9,7 @@
  * send or receive from inside a transport callback would re-enter the
  * transport in the middle of its own work, which is why the two are split.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,27 +47,30 @@ struct coll_sched {
                                    when first asked for (snprintf per call shows
                                    in the profile of small collectives) */
     coll_args_t args;
-    /* Arrays, kept with their capacities when the schedule is recycled
-     * (see keep_spare): a small collective then allocates nothing. */
-    coll_vertex_t *v;
-    uint32_t nv, capv;
-    uint32_t (*edge)[2];        /* build time: (from, to) */
-    uint32_t ne, cape;
-    uint32_t *succ, capsucc;    /* successor lists, concatenated */
-    uint32_t *ready, nready;    /* released, not yet started */
-    uint32_t *completed;        /* messages done, noted by callbacks */
-    coll_status_t *completed_st;
-    uint32_t ncompleted, capnodes; /* capacity of ready, completed, completed_st */
+    uint32_t nv, ne, nready, ncompleted, nscratch; /* entries used in the arrays below */
     uint32_t left;              /* vertices not done */
     uint32_t inflight;          /* messages started, not done */
     size_t bytes_done;
     coll_status_t status;       /* first error (building or running) */
     coll_vid_t gate;            /* every new vertex waits for it (-1: none) */
     coll_vid_t failed;          /* the vertex that failed first (-1: none) */
-    struct coll_scratch { void *p; size_t len; } *scratch;
-    uint32_t nscratch, capscratch;
     struct coll_request *req;   /* the collective's request */
+    /* From here on: arrays and their capacities, kept when the schedule is
+     * recycled (take_spare), so that a small collective allocates nothing. */
+    coll_vertex_t *v;
+    uint32_t capv;
+    uint32_t (*edge)[2];        /* build time: (from, to) */
+    uint32_t cape;
+    uint32_t *succ, capsucc;    /* successor lists, concatenated */
+    uint32_t *ready;            /* released, not yet started */
+    uint32_t *completed;        /* messages done, noted by callbacks */
+    coll_status_t *completed_st;
+    uint32_t capnodes;          /* capacity of ready, completed, completed_st */
+    struct coll_scratch { void *p; size_t len; } *scratch;
+    uint32_t capscratch;
 };
+
+#define SCHED_KEPT offsetof(coll_sched_t, v) /* the part take_spare keeps */
 
 static const char *const coll_names[COLL_NUM_COLLS] = {
     [COLL_BARRIER] = "barrier",       [COLL_BCAST] = "broadcast",
@@ -377,25 +381,12 @@ void coll_sched_set_gate(coll_sched_t *s, coll_vid_t gate)
 /* A recycled schedule: the arrays stay, everything else starts at zero. */
 static coll_sched_t *take_spare(struct coll_comm *comm)
 {
-    coll_sched_t *s = comm->sched_spare, keep;
+    coll_sched_t *s = comm->sched_spare;
 
     if (!s)
         return calloc(1, sizeof(*s));
     comm->sched_spare = NULL;
-    keep = *s;
-    memset(s, 0, sizeof(*s));
-    s->v = keep.v;
-    s->capv = keep.capv;
-    s->edge = keep.edge;
-    s->cape = keep.cape;
-    s->succ = keep.succ;
-    s->capsucc = keep.capsucc;
-    s->ready = keep.ready;
-    s->completed = keep.completed;
-    s->completed_st = keep.completed_st;
-    s->capnodes = keep.capnodes;
-    s->scratch = keep.scratch;
-    s->capscratch = keep.capscratch;
+    memset(s, 0, SCHED_KEPT);
     return s;
 }
 
