@@ -56,6 +56,12 @@ LIB_SRCS := $(wildcard libcoll/*.c) transports/transport.c \
             $(wildcard transports/self/*.c) $(wildcard transports/shm/*.c) \
             $(wildcard transports/tcp/*.c) \
             $(wildcard algorithms/*.c)
+# The libfabric transport, where libfabric-dev is installed.
+ifeq ($(HAVE_OFI),1)
+LIB_SRCS += $(wildcard transports/ofi/*.c)
+CPPFLAGS += -DCOLL_HAVE_OFI $(shell pkg-config --cflags libfabric)
+LDLIBS   += $(shell pkg-config --libs libfabric)
+endif
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOLS    := $(BUILD)/bin/collrun $(BUILD)/bin/collinfo
 EXAMPLES := $(BUILD)/bin/exchange
@@ -83,7 +89,7 @@ config:
 	@echo "libcoll $(VERSION): optional dependencies"
 	@echo "  $(call mark,$(HAVE_CHECK)) Check (libcheck)     tests (make test installs it)"
 	@echo "  $(call mark,$(HAVE_VERBS)) libibverbs           verbs transport (not built yet)"
-	@echo "  $(call mark,$(HAVE_OFI)) libfabric            libfabric transport (not built yet)"
+	@echo "  $(call mark,$(HAVE_OFI)) libfabric            libfabric transport (transports/ofi)"
 	@echo "  $(call mark,$(HAVE_CUDA)) CUDA toolkit         device buffers (not built yet)"
 
 lib: $(SHLIB) $(STLIB)
