@@ -262,12 +262,12 @@ static Suite *p2p_suite(void)
 /* The whole suite once per transport that ranks on one host can use. */
 int main(void)
 {
-    static const char *transports[] = {"shm", "tcp"};
-    int failed = 0;
+    const char *const *transports;
+    int n = harness_transports(&transports), failed = 0;
 
-    for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
+    for (int i = 0; i < n; i++) {
         printf("p2p over %s\n", transports[i]);
-        setenv("COLL_TRANSPORTS", transports[i], 1);
+        harness_use_transport(transports[i]);
         failed |= harness_main(p2p_suite()) != EXIT_SUCCESS;
     }
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -13,7 +13,11 @@
  * Control messages of our own use the tag context 0xF (the core uses
  * 0..2) with the sender's rank in the tag, one always-posted receive per
  * peer:
- *   HELLO  rank, nranks: the link works (ep_ready waits for both ways)
+ *   HELLO  rank, nranks, ACK: the link works both ways. Repeated until
+ *          the peer acknowledges it: a provider may drop a message from a
+ *          sender not yet in the receiver's address vector (libfabric
+ *          1.17's shm does), which at init is a matter of timing. Data
+ *          goes only after the peer's HELLO, i.e. once it has our address.
  *   BYE    the peer destroyed its communicator
  *   ABORT  reason: the peer's communicator failed
  *   PING   keepalive while receives wait: a dead remote peer shows as a
@@ -61,11 +65,15 @@ enum ofi_ctl_type {
     OFI_CTL_PING = 4,
 };
 
+/* In a HELLO: "I have yours", so that the peer stops repeating its own. */
+#define OFI_HELLO_ACK 0x1
+
 typedef struct ofi_ctl {
     uint32_t magic;
     uint32_t type;
     uint32_t rank;
     uint32_t nranks;
+    uint32_t flags;        /* HELLO: OFI_HELLO_ACK */
     char text[OFI_CTL_TEXT];
 } ofi_ctl_t;
 
@@ -116,8 +124,9 @@ struct ofi_ep {
     int state;
     fi_addr_t addr;
     coll_status_t error;   /* why it closed; COLL_OK while usable */
-    int got_hello;
-    int hello_sent;        /* our HELLO's send completed */
+    int got_hello;         /* the peer's HELLO arrived */
+    int peer_has_ours;     /* ... saying it has ours (ACK) */
+    uint64_t hello_due_ns; /* when ours is repeated until then */
     int peer_left;         /* got BYE */
     int leaving;           /* closed gracefully: BYE queued */
     uint64_t bye_done;     /* when our BYE's send completed (or failed); 0 before */
@@ -148,17 +157,18 @@ struct ofi_iface {
     uint64_t pidns;
     uint64_t host_hash;    /* coll_host_hash(): peers on this host */
     int tag_bits;          /* the provider's tag width (<= 64) */
-    int need_mr;           /* FI_MR_LOCAL (or COLL_OFI_REGISTER) */
+    int need_mr;           /* FI_MR_LOCAL (or COLL_OFI_MR=always) */
+    int cq_data;           /* 8 bytes of remote CQ data: sends carry their length */
     ofi_ep_t **eps;        /* by peer rank */
     ofi_ep_t **by_addr;    /* by fi_addr_t (FI_AV_TABLE indexes) */
     int naddr;
-    int ndata;             /* data sends and receives posted */
-    int busy_poll;         /* the wait fd misses some progress: no sleep while ndata */
+    int busy_poll;         /* the wait fd misses some progress: waiters poll */
     coll_list_t free_ops;
     coll_list_t orphans;   /* ops of destroyed endpoints still posted */
     ofi_mr_t *mrs;         /* registration cache */
     int nmrs, mr_cap;
     uint64_t mr_clock;
+    uint64_t mr_next_key;
 };
 
 /* Our 64-bit wire tag as the provider's tag. */
@@ -196,7 +206,7 @@ void ofi_ep_keepalive(ofi_ep_t *ep, uint64_t now);
 coll_status_t ofi_ep_isend(coll_tp_ep_t *ep, coll_tp_req_t *req);
 coll_status_t ofi_ep_irecv(coll_tp_ep_t *ep, coll_tp_req_t *req);
 coll_status_t ofi_post_ctl_recv(ofi_ep_t *ep);
-coll_status_t ofi_send_ctl(ofi_ep_t *ep, uint32_t type, const char *text);
+coll_status_t ofi_send_ctl(ofi_ep_t *ep, uint32_t type, uint32_t flags, const char *text);
 void ofi_on_completion(ofi_iface_t *iface, const struct fi_cq_tagged_entry *e);
 void ofi_on_cq_error(ofi_iface_t *iface, const struct fi_cq_err_entry *err);
 /* Cancel every posted op of `ep`; requests complete with `status` at once. */

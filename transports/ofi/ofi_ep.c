@@ -23,6 +23,8 @@
 #define OFI_PING_NS (1000 * 1000000ull)
 /* How long ep_destroy waits for libfabric to give back its operations. */
 #define OFI_DRAIN_NS (500 * 1000000ull)
+/* How often an unacknowledged HELLO is repeated. */
+#define OFI_HELLO_REPEAT_NS (50 * 1000000ull)
 /* How long a leaving rank waits for the peer's BYE after its own went. */
 #define OFI_BYE_LINGER_NS (250 * 1000000ull)
 /* How long a dead peer's last messages (BYE, ABORT) get to be read. */
@@ -135,6 +137,12 @@ static coll_status_t insert_addr(ofi_ep_t *ep, const coll_peer_info_t *peer)
     return map_addr(iface, ep);
 }
 
+static coll_status_t send_hello(ofi_ep_t *ep)
+{
+    ep->hello_due_ns = coll_time_ns() + OFI_HELLO_REPEAT_NS;
+    return ofi_send_ctl(ep, OFI_CTL_HELLO, ep->got_hello ? OFI_HELLO_ACK : 0, NULL);
+}
+
 /* Connectionless: both sides do the same; the HELLOs prove the link. */
 static coll_status_t ep_create(coll_tp_iface_t *tiface, const coll_peer_info_t *peer,
                                coll_tp_ep_t **ep_p)
@@ -159,7 +167,7 @@ static coll_status_t ep_create(coll_tp_iface_t *tiface, const coll_peer_info_t *
         coll_load_u64(a->data + 8) == iface->pidns)
         watch_pid(ep);
     COLL_CHECK_GOTO(ofi_post_ctl_recv(ep), st, err_ep);
-    COLL_CHECK_GOTO(ofi_send_ctl(ep, OFI_CTL_HELLO, NULL), st, err_ep);
+    COLL_CHECK_GOTO(send_hello(ep), st, err_ep);
     *ep_p = &ep->super;
     return COLL_OK;
 err_ep:
@@ -186,7 +194,7 @@ coll_status_t ofi_ep_ready(coll_tp_ep_t *tep)
 {
     ofi_ep_t *ep = (ofi_ep_t *)tep;
 
-    if (ep->state == OFI_EP_CONNECTING && ep->got_hello && ep->hello_sent)
+    if (ep->state == OFI_EP_CONNECTING && ep->got_hello && ep->peer_has_ours)
         ep->state = OFI_EP_READY;
     if (ep->state == OFI_EP_CLOSED)
         return ep->error != COLL_OK ? ep->error : COLL_OK;
@@ -221,12 +229,12 @@ coll_status_t ofi_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *rea
         ep->state = OFI_EP_CLOSED;
         ep->leaving = 1;
         ofi_ep_cancel_ops(ep, COLL_ERR_INVALID_USAGE, 0);
-        if (ofi_send_ctl(ep, OFI_CTL_BYE, NULL) != COLL_OK)
+        if (ofi_send_ctl(ep, OFI_CTL_BYE, 0, NULL) != COLL_OK)
             ep->bye_done = coll_time_ns();
         return COLL_OK;
     }
     if (ep->state == OFI_EP_READY && reason)
-        ofi_send_ctl(ep, OFI_CTL_ABORT, reason); /* best effort */
+        ofi_send_ctl(ep, OFI_CTL_ABORT, 0, reason); /* best effort */
     ep->state = OFI_EP_CLOSED;
     ep->error = why == COLL_OK ? COLL_ERR_ABORTED : why;
     unwatch_pid(ep);
@@ -250,7 +258,15 @@ void ofi_ep_on_ctl(ofi_ep_t *ep, const ofi_ctl_t *ctl, size_t len)
                         ep->super.desc, ctl->rank, ctl->nranks);
             return;
         }
-        ep->got_hello = 1;
+        COLL_TRACE(COLL_SUBSYS_NET, "rank %d: ofi: HELLO%s from %s", rank,
+                   ctl->flags & OFI_HELLO_ACK ? " (ACK)" : "", ep->super.desc);
+        ep->peer_has_ours |= (ctl->flags & OFI_HELLO_ACK) != 0;
+        /* the first from this peer, or one without our ACK: answer it */
+        if (!ep->got_hello || !(ctl->flags & OFI_HELLO_ACK)) {
+            ep->got_hello = 1;
+            if (ep->state != OFI_EP_CLOSED)
+                send_hello(ep);
+        }
         break;
     case OFI_CTL_BYE:
         COLL_INFO(COLL_SUBSYS_NET, "rank %d: ofi: %s left the communicator", rank,
@@ -276,10 +292,15 @@ void ofi_ep_on_ctl(ofi_ep_t *ep, const ofi_ctl_t *ctl, size_t len)
     }
 }
 
-/* A remote peer that died is seen by a send failing; a rank that only
- * receives from it sends nothing, so it sends a PING now and then. */
+/* Our HELLO again while the peer has not acknowledged it; and a remote
+ * peer that died is seen by a send failing, but a rank that only receives
+ * from it sends nothing, so it sends a PING now and then. */
 void ofi_ep_keepalive(ofi_ep_t *ep, uint64_t now)
 {
+    if (ep->state == OFI_EP_CONNECTING && !ep->peer_has_ours && now >= ep->hello_due_ns) {
+        send_hello(ep);
+        return;
+    }
     if (ep->state != OFI_EP_READY || ep->peer_left || ep->pidfd >= 0 ||
         now - ep->last_rx_ns < OFI_PING_NS || now < ep->ping_ns)
         return;
@@ -293,7 +314,7 @@ void ofi_ep_keepalive(ofi_ep_t *ep, uint64_t now)
     if (!waiting)
         return;
     ep->ping_ns = now + OFI_PING_NS;
-    ofi_send_ctl(ep, OFI_CTL_PING, NULL);
+    ofi_send_ctl(ep, OFI_CTL_PING, 0, NULL);
 }
 
 coll_status_t ofi_ep_destroy(coll_tp_ep_t *tep)

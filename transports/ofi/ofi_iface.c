@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <dirent.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,8 +188,11 @@ static int idle_hook(void *arg, int sleeping)
 
     if (!sleeping)
         return 0;
-    if (iface->wait_fd < 0 || (iface->busy_poll && iface->ndata > 0))
+    if (iface->wait_fd < 0 || iface->busy_poll) {
+        /* polling instead of sleeping: let a rank on this core run */
+        sched_yield();
         return 1;
+    }
     return fi_trywait(iface->fabric, fids, 1) != FI_SUCCESS;
 }
 
@@ -218,10 +222,36 @@ static int open_cq(ofi_iface_t *iface)
                               ofi_prov_name(iface), fi_strerror(rc_ < 0 ? -rc_ : rc_)); \
     } while (0)
 
+/* The shm provider names its region in /dev/shm after the pid unless told
+ * otherwise; a killed process leaves its region behind, and a later
+ * process with that pid then fails fi_enable with EBUSY. A random name
+ * avoids the clash. */
+static coll_status_t name_shm_region(ofi_iface_t *iface)
+{
+    struct fi_info *info = iface->info;
+    uint64_t nonce;
+    char name[64];
+
+    if (strcmp(ofi_prov_name(iface), "shm") != 0 || info->addr_format != FI_ADDR_STR)
+        return COLL_OK;
+    if (getentropy(&nonce, sizeof(nonce)) != 0)
+        nonce = coll_time_ns();
+    snprintf(name, sizeof(name), "fi_shm://coll-ofi.%d.%016llx", (int)getpid(),
+             (unsigned long long)nonce);
+    free(info->src_addr);
+    info->src_addr = strdup(name);
+    if (!info->src_addr)
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "ofi: out of memory");
+    info->src_addrlen = strlen(name) + 1;
+    return COLL_OK;
+}
+
 static coll_status_t open_fabric(ofi_iface_t *iface)
 {
     struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
     struct fi_info *info = iface->info;
+
+    COLL_CHECK(name_shm_region(iface));
 
     OFI_TRY(fi_fabric(info->fabric_attr, &iface->fabric, NULL), "fi_fabric");
     OFI_TRY(fi_domain(iface->fabric, info, &iface->domain, NULL), "fi_domain");
@@ -297,12 +327,15 @@ static coll_status_t setup(ofi_iface_t *iface)
     if (iface->tag_bits < 48)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_UNSUPPORTED, "rank %d: ofi: %s offers %d tag "
                           "bits, libcoll needs 48", rank, ofi_prov_name(iface), iface->tag_bits);
-    /* libfabric 1.17's shm provider moves large messages in steps that
-     * signal no wait fd (measured: 30-40 ms per 8 KiB all-reduce when we
-     * slept), so its ranks poll while messages are in flight */
+    /* libfabric 1.17's shm provider moves messages of 4 KiB and more in
+     * steps that need the peer's progress and signal no wait fd (measured:
+     * 30-40 ms per 8 KiB all-reduce on 2 ranks when we slept; p99 of
+     * 7-90 ms on 4 ranks when we slept only without messages in flight),
+     * so its waiting ranks poll, yielding the core */
     iface->busy_poll = strncmp(ofi_prov_name(iface), "shm", 3) == 0;
     if (iface->info->domain_attr->mr_mode & FI_MR_LOCAL)
         iface->need_mr = 1;
+    iface->cq_data = iface->info->domain_attr->cq_data_size >= 8;
     if (iface->mr_cap && !(iface->mrs = calloc((size_t)iface->mr_cap, sizeof(*iface->mrs))))
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "ofi: out of memory");
     COLL_CHECK(open_fabric(iface));

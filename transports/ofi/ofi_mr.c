@@ -22,7 +22,9 @@
 static coll_status_t mr_register(ofi_iface_t *iface, uintptr_t base, size_t len, ofi_mr_t *m)
 {
     struct fid_mr *mr = NULL;
-    int rc = fi_mr_reg(iface->domain, (void *)base, len, FI_SEND | FI_RECV, 0, 0, 0, &mr, NULL);
+    /* without FI_MR_PROV_KEY the keys are ours to choose, and unique */
+    int rc = fi_mr_reg(iface->domain, (void *)base, len, FI_SEND | FI_RECV, 0,
+                       ++iface->mr_next_key, 0, &mr, NULL);
 
     if (rc == 0 && (iface->info->domain_attr->mr_mode & FI_MR_ENDPOINT)) {
         rc = fi_mr_bind(mr, &iface->ep->fid, 0);

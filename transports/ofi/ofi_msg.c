@@ -9,6 +9,7 @@
  * longer than the receive fails with FI_ETRUNC, whose overflow length
  * gives the sender's length.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,11 @@ static ssize_t post(ofi_ep_t *ep, ofi_op_t *op, void *buf, size_t len, uint64_t 
     ofi_iface_t *iface = ep->iface;
     void *desc = op->mr ? op->mr->desc : NULL;
 
+    /* the length travels as remote CQ data: a receive too short for the
+     * message learns it from the truncation error, where providers do not
+     * always fill the overflow length */
+    if (op->kind == OFI_OP_SEND && iface->cq_data)
+        return fi_tsenddata(iface->ep, buf, len, desc, len, ep->addr, tag, &op->fictx);
     if (op_is_send(op))
         return fi_tsend(iface->ep, buf, len, desc, ep->addr, tag, &op->fictx);
     /* Control receives take any source: a HELLO can arrive before we
@@ -92,7 +98,6 @@ static coll_status_t post_op(ofi_ep_t *ep, ofi_op_t *op, void *buf, size_t len, 
     if (rc == 0) {
         coll_list_push_back(&ep->ops, &op->link);
         ep->nsends += op_is_send(op);
-        iface->ndata += op->kind == OFI_OP_SEND || op->kind == OFI_OP_RECV;
         return COLL_OK;
     }
     st = rc == -FI_EAGAIN ? COLL_ERR_TIMEOUT : COLL_ERR_PEER_FAILED;
@@ -115,7 +120,7 @@ coll_status_t ofi_post_ctl_recv(ofi_ep_t *ep)
     return post_op(ep, op, &op->ctl, sizeof(op->ctl), ofi_ctl_tag(ep->super.peer, 0), 0xff);
 }
 
-coll_status_t ofi_send_ctl(ofi_ep_t *ep, uint32_t type, const char *text)
+coll_status_t ofi_send_ctl(ofi_ep_t *ep, uint32_t type, uint32_t flags, const char *text)
 {
     ofi_op_t *op = op_alloc(ep, OFI_OP_CTL_SEND, NULL);
     size_t len = offsetof(ofi_ctl_t, text);
@@ -126,6 +131,7 @@ coll_status_t ofi_send_ctl(ofi_ep_t *ep, uint32_t type, const char *text)
     op->ctl.type = type;
     op->ctl.rank = (uint32_t)ep->iface->super.params.rank;
     op->ctl.nranks = (uint32_t)ep->iface->super.params.nranks;
+    op->ctl.flags = flags;
     if (text) {
         snprintf(op->ctl.text, sizeof(op->ctl.text), "%s", text);
         len += strlen(op->ctl.text) + 1;
@@ -207,8 +213,6 @@ static ofi_ep_t *op_detach(ofi_op_t *op)
     coll_list_del(&op->link);
     if (ep)
         ep->nsends -= op_is_send(op);
-    if (op->kind == OFI_OP_SEND || op->kind == OFI_OP_RECV)
-        op->iface->ndata--;
     return ep;
 }
 
@@ -227,8 +231,6 @@ void ofi_on_completion(ofi_iface_t *iface, const struct fi_cq_tagged_entry *e)
         complete_req(op, COLL_OK, e->len);
         break;
     case OFI_OP_CTL_SEND:
-        if (ep && op->ctl.type == OFI_CTL_HELLO)
-            ep->hello_sent = 1;
         if (ep && op->ctl.type == OFI_CTL_BYE)
             ep->bye_done = coll_time_ns();
         break;
@@ -265,10 +267,15 @@ void ofi_on_cq_error(ofi_iface_t *iface, const struct fi_cq_err_entry *err)
         return;
     }
     ep = op_detach(op);
-    if (err->err == FI_ECANCELED) {
+    if (abs(err->err) == FI_ECANCELED) {
         complete_req(op, op->cancelled ? op->cancelled : COLL_ERR_ABORTED, 0);
-    } else if (err->err == FI_ETRUNC && op->kind == OFI_OP_RECV && op->req) {
-        op->req->bytes_done = op->req->len + err->olen; /* the sender's length */
+    } else if (abs(err->err) == FI_ETRUNC && op->kind == OFI_OP_RECV && op->req) {
+        /* the sender's length, for the message, where the provider says it
+         * (libfabric 1.17's shm gives neither the data nor olen here) */
+        size_t sent = (err->flags & FI_REMOTE_CQ_DATA) ? (size_t)err->data : 0;
+        if (sent <= op->req->len)
+            sent = err->olen ? op->req->len + err->olen : SIZE_MAX;
+        op->req->bytes_done = sent;
         coll_tp_req_t *req = op->req;
         op->req = NULL;
         req->complete(req, COLL_ERR_SIZE_MISMATCH);
