@@ -1,9 +1,11 @@
 /*
- * test_ofi.c: the libfabric transport's own guarantees, between forked
- * ranks over libfabric 1.17's tcp (tcp;ofi_rxm) and shm providers. The
- * collective and point-to-point matrices run through it from
- * test_collectives, test_rooted and test_p2p (COLL_TEST_TRANSPORTS, see
- * tests/run.sh); here:
+ * test_ofi.c: the libfabric transport, between forked ranks over
+ * libfabric 1.17's tcp (tcp;ofi_rxm) and shm providers.
+ *   - the matrices of the other programs through it: test_p2p over both
+ *     providers, test_collectives' matrix (every all-reduce, reduce and
+ *     reduce-scatter algorithm at 1-8 ranks) and test_rooted over tcp, run
+ *     with COLL_TEST_TRANSPORTS (skipped under sanitizers: the programs
+ *     themselves are sanitized over shm and tcp);
  *   - a provider that does not exist fails init at once, naming it and
  *     the providers there are;
  *   - selection: without COLL_TRANSPORTS, and with no RDMA device, shm
@@ -186,6 +188,39 @@ START_TEST(test_mismatch)
 }
 END_TEST
 
+/* ---- the other programs' matrices through ofi ------------------------------------ */
+
+static const struct matrix_run {
+    const char *program;
+    const char *transports;
+    const char *only_case; /* CK_RUN_CASE, or NULL for all */
+} matrix_runs[] = {
+    {"test_p2p", "ofi:tcp,ofi:shm", NULL},
+    {"test_collectives", "ofi:tcp", "matrix"},
+    {"test_rooted", "ofi:tcp", "algorithms"},
+};
+
+START_TEST(test_matrix)
+{
+    const struct matrix_run *m = &matrix_runs[_i];
+    char cmd[512], out[65536];
+    const char *san = getenv("COLL_TEST_SANITIZER");
+
+    if (san && san[0]) {
+        printf("%s over %s: skipped: the program runs sanitized over shm and tcp\n", m->program,
+               m->transports);
+        return;
+    }
+    snprintf(cmd, sizeof(cmd), "COLL_TEST_TRANSPORTS=%s %s%s %s/tests/%s 2>&1", m->transports,
+             m->only_case ? "CK_RUN_CASE=" : "", m->only_case ? m->only_case : "",
+             harness_build_dir(), m->program);
+    double t0 = harness_now();
+    int st = harness_sh(cmd, out, sizeof(out));
+    ck_assert_msg(st == 0, "%s over %s failed:\n%s", m->program, m->transports, out);
+    printf("%s over %s: %.1f s\n", m->program, m->transports, harness_now() - t0);
+}
+END_TEST
+
 static Suite *ofi_suite(void)
 {
     Suite *s = suite_create("ofi");
@@ -196,6 +231,11 @@ static Suite *ofi_suite(void)
     tcase_add_loop_test(tc, test_select, 0, (int)(sizeof(select_cases) / sizeof(select_cases[0])));
     tcase_add_loop_test(tc, test_register, 0, (int)(sizeof(mr_caches) / sizeof(mr_caches[0])));
     tcase_add_loop_test(tc, test_mismatch, 0, 2);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("matrix");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_matrix, 0, (int)(sizeof(matrix_runs) / sizeof(matrix_runs[0])));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,8 +13,8 @@
  * Control messages of our own use the tag context 0xF (the core uses
  * 0..2) with the sender's rank in the tag, one always-posted receive per
  * peer:
- *   HELLO  rank, nranks, ACK: the link works both ways. Repeated until
- *          the peer acknowledges it: a provider may drop a message from a
+ *   HELLO  rank, nranks: here I am; answered by HELLO_ACK, repeated until
+ *          that arrives: a provider may drop a message from a
  *          sender not yet in the receiver's address vector (libfabric
  *          1.17's shm does), which at init is a matter of timing. Data
  *          goes only after the peer's HELLO, i.e. once it has our address.
@@ -63,17 +63,14 @@ enum ofi_ctl_type {
     OFI_CTL_BYE = 2,
     OFI_CTL_ABORT = 3,
     OFI_CTL_PING = 4,
+    OFI_CTL_HELLO_ACK = 5,
 };
-
-/* In a HELLO: "I have yours", so that the peer stops repeating its own. */
-#define OFI_HELLO_ACK 0x1
 
 typedef struct ofi_ctl {
     uint32_t magic;
     uint32_t type;
     uint32_t rank;
     uint32_t nranks;
-    uint32_t flags;        /* HELLO: OFI_HELLO_ACK */
     char text[OFI_CTL_TEXT];
 } ofi_ctl_t;
 
@@ -108,6 +105,10 @@ typedef struct ofi_op {
     coll_tp_req_t *req;    /* NULL for control ops and detached requests */
     int kind;              /* enum ofi_op_kind */
     coll_status_t cancelled; /* cancel asked: the request's status then */
+    int queued;            /* in iface->backlog, not yet posted */
+    void *buf;             /* what to post */
+    size_t len;
+    uint64_t tag, ignore;
     ofi_mr_t *mr;          /* registration held, if any */
     ofi_ctl_t ctl;         /* control payload */
 } ofi_op_t;
@@ -125,12 +126,12 @@ struct ofi_ep {
     fi_addr_t addr;
     coll_status_t error;   /* why it closed; COLL_OK while usable */
     int got_hello;         /* the peer's HELLO arrived */
-    int peer_has_ours;     /* ... saying it has ours (ACK) */
+    int peer_has_ours;     /* its HELLO_ACK arrived */
     uint64_t hello_due_ns; /* when ours is repeated until then */
     int peer_left;         /* got BYE */
     int leaving;           /* closed gracefully: BYE queued */
     uint64_t bye_done;     /* when our BYE's send completed (or failed); 0 before */
-    int nsends;            /* data and control sends posted */
+    int nsends;            /* data and control sends posted or queued */
     coll_list_t ops;       /* ofi_op_t posted for this peer */
     uint64_t last_rx_ns;   /* anything arrived from the peer */
     uint64_t ping_ns;      /* next keepalive due */
@@ -165,6 +166,8 @@ struct ofi_iface {
     int busy_poll;         /* the wait fd misses some progress: waiters poll */
     coll_list_t free_ops;
     coll_list_t orphans;   /* ops of destroyed endpoints still posted */
+    coll_list_t backlog_tx; /* sends waiting for room in the provider's queues */
+    coll_list_t backlog_rx; /* receives waiting likewise */
     ofi_mr_t *mrs;         /* registration cache */
     int nmrs, mr_cap;
     uint64_t mr_clock;
@@ -206,12 +209,13 @@ void ofi_ep_keepalive(ofi_ep_t *ep, uint64_t now);
 coll_status_t ofi_ep_isend(coll_tp_ep_t *ep, coll_tp_req_t *req);
 coll_status_t ofi_ep_irecv(coll_tp_ep_t *ep, coll_tp_req_t *req);
 coll_status_t ofi_post_ctl_recv(ofi_ep_t *ep);
-coll_status_t ofi_send_ctl(ofi_ep_t *ep, uint32_t type, uint32_t flags, const char *text);
+coll_status_t ofi_send_ctl(ofi_ep_t *ep, uint32_t type, const char *text);
 void ofi_on_completion(ofi_iface_t *iface, const struct fi_cq_tagged_entry *e);
 void ofi_on_cq_error(ofi_iface_t *iface, const struct fi_cq_err_entry *err);
 /* Cancel every posted op of `ep`; requests complete with `status` at once. */
 void ofi_ep_cancel_ops(ofi_ep_t *ep, coll_status_t status, int include_sends);
 void ofi_op_free(ofi_iface_t *iface, ofi_op_t *op);
+void ofi_post_backlog(ofi_iface_t *iface);
 
 /* ofi_mr.c */
 coll_status_t ofi_mr_get(ofi_iface_t *iface, const void *buf, size_t len, ofi_mr_t **mr_p);

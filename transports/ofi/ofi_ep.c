@@ -140,7 +140,7 @@ static coll_status_t insert_addr(ofi_ep_t *ep, const coll_peer_info_t *peer)
 static coll_status_t send_hello(ofi_ep_t *ep)
 {
     ep->hello_due_ns = coll_time_ns() + OFI_HELLO_REPEAT_NS;
-    return ofi_send_ctl(ep, OFI_CTL_HELLO, ep->got_hello ? OFI_HELLO_ACK : 0, NULL);
+    return ofi_send_ctl(ep, OFI_CTL_HELLO, NULL);
 }
 
 /* Connectionless: both sides do the same; the HELLOs prove the link. */
@@ -229,12 +229,12 @@ coll_status_t ofi_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *rea
         ep->state = OFI_EP_CLOSED;
         ep->leaving = 1;
         ofi_ep_cancel_ops(ep, COLL_ERR_INVALID_USAGE, 0);
-        if (ofi_send_ctl(ep, OFI_CTL_BYE, 0, NULL) != COLL_OK)
+        if (ofi_send_ctl(ep, OFI_CTL_BYE, NULL) != COLL_OK)
             ep->bye_done = coll_time_ns();
         return COLL_OK;
     }
     if (ep->state == OFI_EP_READY && reason)
-        ofi_send_ctl(ep, OFI_CTL_ABORT, 0, reason); /* best effort */
+        ofi_send_ctl(ep, OFI_CTL_ABORT, reason); /* best effort */
     ep->state = OFI_EP_CLOSED;
     ep->error = why == COLL_OK ? COLL_ERR_ABORTED : why;
     unwatch_pid(ep);
@@ -252,21 +252,20 @@ void ofi_ep_on_ctl(ofi_ep_t *ep, const ofi_ctl_t *ctl, size_t len)
     }
     switch (ctl->type) {
     case OFI_CTL_HELLO:
+    case OFI_CTL_HELLO_ACK:
         if (ctl->rank != (uint32_t)ep->super.peer ||
             ctl->nranks != (uint32_t)ep->iface->super.params.nranks) {
             ofi_ep_fail(ep, COLL_ERR_PROTOCOL, "%s answered as rank %u of %u ranks",
                         ep->super.desc, ctl->rank, ctl->nranks);
             return;
         }
-        COLL_TRACE(COLL_SUBSYS_NET, "rank %d: ofi: HELLO%s from %s", rank,
-                   ctl->flags & OFI_HELLO_ACK ? " (ACK)" : "", ep->super.desc);
-        ep->peer_has_ours |= (ctl->flags & OFI_HELLO_ACK) != 0;
-        /* the first from this peer, or one without our ACK: answer it */
-        if (!ep->got_hello || !(ctl->flags & OFI_HELLO_ACK)) {
-            ep->got_hello = 1;
-            if (ep->state != OFI_EP_CLOSED)
-                send_hello(ep);
-        }
+        COLL_TRACE(COLL_SUBSYS_NET, "rank %d: ofi: %s from %s", rank,
+                   ctl->type == OFI_CTL_HELLO ? "HELLO" : "HELLO_ACK", ep->super.desc);
+        ep->got_hello = 1;
+        if (ctl->type == OFI_CTL_HELLO_ACK)
+            ep->peer_has_ours = 1;
+        else if (ep->state != OFI_EP_CLOSED) /* every HELLO, in case an answer was lost */
+            ofi_send_ctl(ep, OFI_CTL_HELLO_ACK, NULL);
         break;
     case OFI_CTL_BYE:
         COLL_INFO(COLL_SUBSYS_NET, "rank %d: ofi: %s left the communicator", rank,
@@ -314,7 +313,7 @@ void ofi_ep_keepalive(ofi_ep_t *ep, uint64_t now)
     if (!waiting)
         return;
     ep->ping_ns = now + OFI_PING_NS;
-    ofi_send_ctl(ep, OFI_CTL_PING, 0, NULL);
+    ofi_send_ctl(ep, OFI_CTL_PING, NULL);
 }
 
 coll_status_t ofi_ep_destroy(coll_tp_ep_t *tep)

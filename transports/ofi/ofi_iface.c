@@ -380,6 +380,8 @@ static coll_status_t ofi_iface_close(coll_tp_iface_t *tiface)
         fi_close(&iface->fabric->fid);
     fi_freeinfo(iface->info);
     free_op_list(&iface->orphans);
+    free_op_list(&iface->backlog_tx);
+    free_op_list(&iface->backlog_rx);
     free_op_list(&iface->free_ops);
     free(iface->eps);
     free(iface->by_addr);
@@ -400,6 +402,8 @@ static coll_status_t ofi_iface_open(const coll_tp_params_t *params, coll_tp_ifac
     iface->host_hash = coll_host_hash();
     coll_list_init(&iface->free_ops);
     coll_list_init(&iface->orphans);
+    coll_list_init(&iface->backlog_tx);
+    coll_list_init(&iface->backlog_rx);
     iface->eps = calloc((size_t)params->nranks, sizeof(*iface->eps));
     if (!iface->eps) {
         free(iface);
@@ -492,6 +496,7 @@ static coll_status_t ofi_iface_progress(coll_tp_iface_t *tiface, int *progressed
     if (!iface->active)
         return COLL_OK;
     *progressed_p = ofi_poll_cq(iface) > 0;
+    ofi_post_backlog(iface);
     now = coll_time_ns();
     for (int r = 0; r < tiface->params.nranks; r++)
         if (iface->eps[r])

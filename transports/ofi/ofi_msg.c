@@ -19,10 +19,6 @@
 #include "log.h"
 #include "ofi.h"
 
-/* How long a post may keep finding the provider's queue full (-FI_EAGAIN)
- * while we drain completions, before the link counts as stuck. */
-#define OFI_EAGAIN_NS (5000 * 1000000ull)
-
 static ofi_op_t *op_alloc(ofi_ep_t *ep, int kind, coll_tp_req_t *req)
 {
     ofi_iface_t *iface = ep->iface;
@@ -55,11 +51,14 @@ static int op_is_send(const ofi_op_t *op)
     return op->kind == OFI_OP_SEND || op->kind == OFI_OP_CTL_SEND;
 }
 
-static ssize_t post(ofi_ep_t *ep, ofi_op_t *op, void *buf, size_t len, uint64_t tag,
-                    uint64_t ignore)
+static ssize_t post(ofi_op_t *op)
 {
+    ofi_ep_t *ep = op->ep;
     ofi_iface_t *iface = ep->iface;
     void *desc = op->mr ? op->mr->desc : NULL;
+    void *buf = op->buf;
+    size_t len = op->len;
+    uint64_t tag = ofi_tag(iface, op->tag), ignore = op->ignore;
 
     /* the length travels as remote CQ data: a receive too short for the
      * message learns it from the truncation error, where providers do not
@@ -77,37 +76,94 @@ static ssize_t post(ofi_ep_t *ep, ofi_op_t *op, void *buf, size_t len, uint64_t 
                     &op->fictx);
 }
 
-/* Post `op`, draining completions while the provider's queue is full. On
- * failure the op is freed and the link failed; the caller's request (if
- * any) is completed. */
+/* The provider's queue is full (shm: -FI_ENOMEM past rx_attr->size
+ * receives): the op waits in the backlog, in order. */
+static int queue_full(ssize_t rc)
+{
+    return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
+}
+
+/* A post failed for good: the link is broken. */
+static void post_failed(ofi_op_t *op, ssize_t rc)
+{
+    ofi_ep_t *ep = op->ep;
+    coll_tp_req_t *req = op->req;
+
+    ep->nsends -= op_is_send(op);
+    ofi_ep_fail(ep, COLL_ERR_PEER_FAILED, "%s: posting a %s of %zu bytes failed: %s",
+                ep->super.desc, op_is_send(op) ? "send" : "receive", op->len,
+                fi_strerror((int)-rc));
+    ofi_op_free(ep->iface, op);
+    if (req)
+        req->complete(req, ep->error);
+}
+
+/* Sends and receives wait apart: one queue for both could hold a send
+ * behind a receive that waits for room that only that send's peer can
+ * free (every rank's receive queue full of receives for messages stuck
+ * behind receives). */
+static coll_list_t *backlog_of(ofi_op_t *op)
+{
+    return op_is_send(op) ? &op->iface->backlog_tx : &op->iface->backlog_rx;
+}
+
+/* Post `op`, or queue it behind others waiting for room (everything after
+ * a queued op queues too, which keeps the send order). On failure the op
+ * is freed, the link failed and the request (if any) completed. */
 static coll_status_t post_op(ofi_ep_t *ep, ofi_op_t *op, void *buf, size_t len, uint64_t tag,
                              uint64_t ignore)
 {
     ofi_iface_t *iface = ep->iface;
-    uint64_t until = coll_time_ns() + OFI_EAGAIN_NS;
-    coll_tp_req_t *req = op->req;
-    coll_status_t st = COLL_OK;
-    ssize_t rc;
+    coll_status_t st;
+    ssize_t rc = -FI_EAGAIN;
 
-    if (iface->need_mr && len && (st = ofi_mr_get(iface, buf, len, &op->mr)) != COLL_OK)
-        goto fail;
-    while ((rc = post(ep, op, buf, len, ofi_tag(iface, tag), ignore)) == -FI_EAGAIN &&
-           coll_time_ns() < until)
-        if (ofi_poll_cq(iface) == 0)
-            usleep(10);
+    op->buf = buf;
+    op->len = len;
+    op->tag = tag;
+    op->ignore = ignore;
+    if (iface->need_mr && len && (st = ofi_mr_get(iface, buf, len, &op->mr)) != COLL_OK) {
+        coll_tp_req_t *req = op->req;
+        ofi_op_free(iface, op);
+        if (req)
+            req->complete(req, st);
+        return st;
+    }
+    ep->nsends += op_is_send(op);
+    if (coll_list_empty(backlog_of(op)))
+        rc = post(op);
     if (rc == 0) {
         coll_list_push_back(&ep->ops, &op->link);
-        ep->nsends += op_is_send(op);
-        return COLL_OK;
+    } else if (queue_full(rc)) {
+        op->queued = 1;
+        coll_list_push_back(backlog_of(op), &op->link);
+    } else {
+        post_failed(op, rc);
+        return COLL_ERR_PEER_FAILED;
     }
-    st = rc == -FI_EAGAIN ? COLL_ERR_TIMEOUT : COLL_ERR_PEER_FAILED;
-    ofi_ep_fail(ep, st, "%s: posting a %s of %zu bytes failed: %s", ep->super.desc,
-                op_is_send(op) ? "send" : "receive", len, fi_strerror((int)-rc));
-fail:
-    ofi_op_free(iface, op);
-    if (req)
-        req->complete(req, st);
-    return st;
+    return COLL_OK;
+}
+
+/* Post what waits for room, oldest first, until the provider is full. */
+static void post_queued(coll_list_t *backlog)
+{
+    while (!coll_list_empty(backlog)) {
+        ofi_op_t *op = coll_list_first(backlog, ofi_op_t, link);
+        ssize_t rc = post(op);
+        if (queue_full(rc))
+            return;
+        coll_list_del(&op->link);
+        op->queued = 0;
+        if (rc == 0)
+            coll_list_push_back(&op->ep->ops, &op->link);
+        else
+            post_failed(op, rc);
+    }
+}
+
+void ofi_post_backlog(ofi_iface_t *iface)
+{
+    post_queued(&iface->backlog_tx);
+    post_queued(&iface->backlog_rx);
 }
 
 coll_status_t ofi_post_ctl_recv(ofi_ep_t *ep)
@@ -120,7 +176,7 @@ coll_status_t ofi_post_ctl_recv(ofi_ep_t *ep)
     return post_op(ep, op, &op->ctl, sizeof(op->ctl), ofi_ctl_tag(ep->super.peer, 0), 0xff);
 }
 
-coll_status_t ofi_send_ctl(ofi_ep_t *ep, uint32_t type, uint32_t flags, const char *text)
+coll_status_t ofi_send_ctl(ofi_ep_t *ep, uint32_t type, const char *text)
 {
     ofi_op_t *op = op_alloc(ep, OFI_OP_CTL_SEND, NULL);
     size_t len = offsetof(ofi_ctl_t, text);
@@ -131,7 +187,6 @@ coll_status_t ofi_send_ctl(ofi_ep_t *ep, uint32_t type, uint32_t flags, const ch
     op->ctl.type = type;
     op->ctl.rank = (uint32_t)ep->iface->super.params.rank;
     op->ctl.nranks = (uint32_t)ep->iface->super.params.nranks;
-    op->ctl.flags = flags;
     if (text) {
         snprintf(op->ctl.text, sizeof(op->ctl.text), "%s", text);
         len += strlen(op->ctl.text) + 1;
@@ -299,6 +354,22 @@ void ofi_on_cq_error(ofi_iface_t *iface, const struct fi_cq_err_entry *err)
     ofi_op_free(iface, op);
 }
 
+static void cancel_queued(ofi_ep_t *ep, coll_list_t *backlog, coll_status_t status,
+                          int include_sends)
+{
+    coll_list_t *pos, *tmp;
+
+    coll_list_for_each_safe(pos, tmp, backlog) {
+        ofi_op_t *op = coll_container_of(pos, ofi_op_t, link);
+        if (op->ep != ep || (!include_sends && op->kind != OFI_OP_RECV))
+            continue;
+        coll_list_del(&op->link);
+        ep->nsends -= op_is_send(op);
+        complete_req(op, status, 0);
+        ofi_op_free(ep->iface, op);
+    }
+}
+
 /* include_sends (the link failed): every op, its request failed at once
  * with `status`. Otherwise (we or the peer left): data receives only,
  * failed with `status` when libfabric confirms the cancel; one that a
@@ -307,6 +378,9 @@ void ofi_ep_cancel_ops(ofi_ep_t *ep, coll_status_t status, int include_sends)
 {
     coll_list_t *pos, *tmp;
 
+    /* never posted: nothing to ask libfabric */
+    cancel_queued(ep, &ep->iface->backlog_tx, status, include_sends);
+    cancel_queued(ep, &ep->iface->backlog_rx, status, include_sends);
     coll_list_for_each_safe(pos, tmp, &ep->ops) {
         ofi_op_t *op = coll_container_of(pos, ofi_op_t, link);
         if (!include_sends && (op->kind != OFI_OP_RECV || op->cancelled))
