@@ -42,9 +42,10 @@
 #define OFI_FI_VERSION FI_VERSION(1, 9)
 
 /* Address blob: u8 version, u8 flags, u16 name length, u32 provider hash,
- * u64 pid namespace, then the provider's endpoint name. */
+ * u64 pid namespace, u64 nonce (this iface's, random), then the
+ * provider's endpoint name. */
 #define OFI_ADDR_VERSION 1
-#define OFI_ADDR_HDR 16
+#define OFI_ADDR_HDR 24
 #define OFI_NAME_MAX (COLL_TP_ADDR_MAX - OFI_ADDR_HDR)
 #define OFI_ADDR_ACTIVE 0x1
 
@@ -71,6 +72,11 @@ typedef struct ofi_ctl {
     uint32_t type;
     uint32_t rank;
     uint32_t nranks;
+    /* the sender's and the receiver's iface nonces: a control message
+     * for an endpoint of an earlier communicator that had this address
+     * (a port the OS gave out again) is recognised and dropped */
+    uint64_t src_nonce;
+    uint64_t dst_nonce;
     char text[OFI_CTL_TEXT];
 } ofi_ctl_t;
 
@@ -135,6 +141,7 @@ struct ofi_ep {
     coll_list_t ops;       /* ofi_op_t posted for this peer */
     uint64_t last_rx_ns;   /* anything arrived from the peer */
     uint64_t ping_ns;      /* next keepalive due */
+    uint64_t peer_nonce;   /* its iface's nonce, from its address blob */
     uint32_t pid;          /* watched when on our host */
     int pidfd;
     coll_ev_source_t pid_src;
@@ -157,6 +164,7 @@ struct ofi_iface {
     uint32_t prov_hash;
     uint64_t pidns;
     uint64_t host_hash;    /* coll_host_hash(): peers on this host */
+    uint64_t nonce;        /* random, published: tells our control messages apart */
     int tag_bits;          /* the provider's tag width (<= 64) */
     int need_mr;           /* FI_MR_LOCAL (or COLL_OFI_MR=always) */
     int cq_data;           /* 8 bytes of remote CQ data: sends carry their length */

@@ -159,6 +159,7 @@ static coll_status_t ep_create(coll_tp_iface_t *tiface, const coll_peer_info_t *
     ep->iface = iface;
     ep->pidfd = -1;
     ep->pid = peer->pid;
+    ep->peer_nonce = coll_load_u64(a->data + 16);
     ep->last_rx_ns = coll_time_ns();
     coll_list_init(&ep->ops);
     COLL_CHECK_GOTO(insert_addr(ep, peer), st, err);
@@ -248,6 +249,11 @@ void ofi_ep_on_ctl(ofi_ep_t *ep, const ofi_ctl_t *ctl, size_t len)
 
     if (len < offsetof(ofi_ctl_t, text) || ctl->magic != OFI_CTL_MAGIC) {
         ofi_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent a malformed control message", ep->super.desc);
+        return;
+    }
+    if (ctl->src_nonce != ep->peer_nonce || ctl->dst_nonce != ep->iface->nonce) {
+        COLL_TRACE(COLL_SUBSYS_NET, "rank %d: ofi: dropped a control message (type %u) of an "
+                   "earlier communicator", rank, ctl->type);
         return;
     }
     switch (ctl->type) {

@@ -400,6 +400,8 @@ static coll_status_t ofi_iface_open(const coll_tp_params_t *params, coll_tp_ifac
     iface->wait_fd = -1;
     iface->pidns = pid_ns_inode();
     iface->host_hash = coll_host_hash();
+    if (getentropy(&iface->nonce, sizeof(iface->nonce)) != 0)
+        iface->nonce = coll_time_ns() ^ ((uint64_t)getpid() << 32);
     coll_list_init(&iface->free_ops);
     coll_list_init(&iface->orphans);
     coll_list_init(&iface->backlog_tx);
@@ -430,6 +432,7 @@ static coll_status_t ofi_iface_addr(coll_tp_iface_t *tiface, coll_tp_addr_t *add
     addr_p->data[3] = (uint8_t)(iface->namelen >> 8);
     coll_store_u32(addr_p->data + 4, iface->prov_hash);
     coll_store_u64(addr_p->data + 8, iface->pidns);
+    coll_store_u64(addr_p->data + 16, iface->nonce);
     if (iface->active)
         memcpy(addr_p->data + OFI_ADDR_HDR, iface->name, iface->namelen);
     return COLL_OK;

@@ -153,10 +153,16 @@ static void post_queued(coll_list_t *backlog)
             return;
         coll_list_del(&op->link);
         op->queued = 0;
-        if (rc == 0)
-            coll_list_push_back(&op->ep->ops, &op->link);
-        else
+        if (rc != 0) {
             post_failed(op, rc);
+            continue;
+        }
+        coll_list_push_back(&op->ep->ops, &op->link);
+        /* one side left while it waited: only a message already there can
+         * still match it */
+        if (op->kind == OFI_OP_RECV && (op->ep->peer_left || op->ep->leaving))
+            ofi_ep_cancel_ops(op->ep, op->ep->leaving ? COLL_ERR_INVALID_USAGE
+                                                      : COLL_ERR_PEER_FAILED, 0);
     }
 }
 
@@ -187,6 +193,8 @@ coll_status_t ofi_send_ctl(ofi_ep_t *ep, uint32_t type, const char *text)
     op->ctl.type = type;
     op->ctl.rank = (uint32_t)ep->iface->super.params.rank;
     op->ctl.nranks = (uint32_t)ep->iface->super.params.nranks;
+    op->ctl.src_nonce = ep->iface->nonce;
+    op->ctl.dst_nonce = ep->peer_nonce;
     if (text) {
         snprintf(op->ctl.text, sizeof(op->ctl.text), "%s", text);
         len += strlen(op->ctl.text) + 1;
@@ -322,6 +330,9 @@ void ofi_on_cq_error(ofi_iface_t *iface, const struct fi_cq_err_entry *err)
         return;
     }
     ep = op_detach(op);
+    COLL_TRACE(COLL_SUBSYS_NET, "rank %d: ofi: %s to/from %s completed with %s (%d, olen %zu)",
+               iface->super.params.rank, op_what(op), ep ? ep->super.desc : "a closed endpoint",
+               fi_strerror(abs(err->err)), err->err, err->olen);
     if (abs(err->err) == FI_ECANCELED) {
         complete_req(op, op->cancelled ? op->cancelled : COLL_ERR_ABORTED, 0);
     } else if (abs(err->err) == FI_ETRUNC && op->kind == OFI_OP_RECV && op->req) {
@@ -354,14 +365,13 @@ void ofi_on_cq_error(ofi_iface_t *iface, const struct fi_cq_err_entry *err)
     ofi_op_free(iface, op);
 }
 
-static void cancel_queued(ofi_ep_t *ep, coll_list_t *backlog, coll_status_t status,
-                          int include_sends)
+static void cancel_queued(ofi_ep_t *ep, coll_list_t *backlog, coll_status_t status)
 {
     coll_list_t *pos, *tmp;
 
     coll_list_for_each_safe(pos, tmp, backlog) {
         ofi_op_t *op = coll_container_of(pos, ofi_op_t, link);
-        if (op->ep != ep || (!include_sends && op->kind != OFI_OP_RECV))
+        if (op->ep != ep)
             continue;
         coll_list_del(&op->link);
         ep->nsends -= op_is_send(op);
@@ -379,8 +389,13 @@ void ofi_ep_cancel_ops(ofi_ep_t *ep, coll_status_t status, int include_sends)
     coll_list_t *pos, *tmp;
 
     /* never posted: nothing to ask libfabric */
-    cancel_queued(ep, &ep->iface->backlog_tx, status, include_sends);
-    cancel_queued(ep, &ep->iface->backlog_rx, status, include_sends);
+    /* (a queued receive is not failed when one side leaves: the message
+     * it waits for may be in the provider already; it is posted, then
+     * cancelled, by post_queued) */
+    if (include_sends) {
+        cancel_queued(ep, &ep->iface->backlog_tx, status);
+        cancel_queued(ep, &ep->iface->backlog_rx, status);
+    }
     coll_list_for_each_safe(pos, tmp, &ep->ops) {
         ofi_op_t *op = coll_container_of(pos, ofi_op_t, link);
         if (!include_sends && (op->kind != OFI_OP_RECV || op->cancelled))
