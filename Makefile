@@ -61,6 +61,7 @@ ifeq ($(HAVE_OFI),1)
 LIB_SRCS += $(wildcard transports/ofi/*.c)
 CPPFLAGS += -DCOLL_HAVE_OFI $(shell pkg-config --cflags libfabric)
 LDLIBS   += $(shell pkg-config --libs libfabric)
+PC_LIBS_PRIVATE := $(shell pkg-config --libs libfabric)
 endif
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOLS    := $(BUILD)/bin/collrun $(BUILD)/bin/collinfo
@@ -315,7 +316,8 @@ install: all
 	ln -sf libcoll.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libcoll.so
 	install -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' libcoll/libcoll.pc.in \
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    -e 's|@LIBS_PRIVATE@|$(PC_LIBS_PRIVATE)|g' libcoll/libcoll.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libcoll.pc
 
 uninstall:
