@@ -15,7 +15,7 @@
  *     (eviction), data checked;
  *   - size mismatches both ways fail the receive (naming the sender's
  *     length where the provider reports it).
- * The killed-peer case is in test_fault (ofi:tcp, ofi:shm).
+ * The killed-peer case is in test_fault (ofi:tcp).
  */
 #include <stdlib.h>
 #include <string.h>
