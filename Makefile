@@ -66,6 +66,12 @@ LIB_SRCS := $(wildcard libcoll/*.c) transports/transport.c \
             $(wildcard transports/self/*.c) $(wildcard transports/shm/*.c) \
             $(wildcard transports/tcp/*.c) $(VERBS_SRCS) \
             $(wildcard algorithms/*.c)
+# The libfabric transport, where libfabric-dev is installed.
+ifeq ($(HAVE_OFI),1)
+LIB_SRCS += $(wildcard transports/ofi/*.c)
+CPPFLAGS += -DCOLL_HAVE_OFI $(shell pkg-config --cflags libfabric)
+LDLIBS   += $(shell pkg-config --libs libfabric)
+endif
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOLS    := $(BUILD)/bin/collrun $(BUILD)/bin/collinfo
 EXAMPLES := $(BUILD)/bin/exchange
@@ -93,7 +99,7 @@ config:
 	@echo "libcoll $(VERSION): optional dependencies"
 	@echo "  $(call mark,$(HAVE_CHECK)) Check (libcheck)     tests (make test installs it)"
 	@echo "  $(call mark,$(HAVE_VERBS)) libibverbs           verbs transport (transports/verbs)"
-	@echo "  $(call mark,$(HAVE_OFI)) libfabric            libfabric transport (not built yet)"
+	@echo "  $(call mark,$(HAVE_OFI)) libfabric            libfabric transport (transports/ofi)"
 	@echo "  $(call mark,$(HAVE_CUDA)) CUDA toolkit         device buffers (not built yet)"
 
 lib: $(SHLIB) $(STLIB)
@@ -187,7 +193,7 @@ RXE_PKGS  := qemu-system-x86 busybox-static
 RXE_TESTS ?= test_verbs test_p2p
 test-rxe: test-build
 	@scripts/deps.sh $(RXE_PKGS) || echo "libcoll: qemu/busybox not installed: test-rxe will be skipped"
-	@tests/rxe_vm.sh $(BUILD) '$(foreach t,$(RXE_TESTS),COLL_TEST_TRANSPORT=verbs \
+	@tests/rxe_vm.sh $(BUILD) '$(foreach t,$(RXE_TESTS),COLL_TEST_TRANSPORTS=verbs \
 	    COLL_TEST_BUILD=$(BUILD) CK_TIMEOUT_MULTIPLIER=3 $(BUILD)/tests/$(t) &&) true'; \
 	    rc=$$?; [ $$rc -eq 77 ] || exit $$rc
 test-build: $(TESTS) $(TEST_HELPERS)

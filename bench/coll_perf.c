@@ -142,7 +142,8 @@ static void usage(FILE *f)
         "  -a, --average N         time across ranks: 0 rank 0, 1 mean, 2 min, 3 max (default 1)\n"
         "  -z, --blocking N        1: blocking calls (default); 0: coll_i* + coll_wait(all)\n"
         "  -A, --algo NAME         force this algorithm (COLL_ALGO; see collinfo --algos)\n"
-        "  -T, --transport NAME    allowed transports (COLL_TRANSPORTS), e.g. shm, verbs or tcp\n"
+        "  -T, --transport NAME    allowed transports (COLL_TRANSPORTS), e.g. shm, verbs, ofi or tcp\n"
+        "                          (libfabric; COLL_OFI_PROVIDER picks its provider)\n"
         "      --csv FILE          also write the results as CSV ('-': stdout)\n"
         "      --json FILE         also write the results as JSON ('-': stdout)\n"
         "  -h, --help              this text\n",

@@ -601,6 +601,27 @@ static coll_status_t choose_transport(struct coll_comm *comm, int peer, coll_tp_
                            "='%s')", peer, pi->hostname, coll_param_raw(COLL_PARAM_TRANSPORTS));
 }
 
+/* One INFO line per rank: how many peers each transport serves (TRACE
+ * lists every peer), so that a job's log shows what carries its data. */
+static void log_transport_counts(struct coll_comm *comm)
+{
+    char line[256] = "";
+    size_t used = 0;
+
+    if (!coll_log_enabled(COLL_LOG_INFO, COLL_SUBSYS_INIT))
+        return;
+    for (int i = 1; i < comm->niface; i++) {
+        int n = 0;
+        for (int p = 0; p < comm->nranks; p++)
+            n += p != comm->rank && comm->peers[p].ops == comm->ifaces[i]->ops;
+        if (n && used + 1 < sizeof(line))
+            used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s %d",
+                                     used ? ", " : "", comm->ifaces[i]->ops->name, n);
+    }
+    COLL_INFO(COLL_SUBSYS_INIT, "rank %d: peers by transport: %s", comm->rank,
+              used ? line : "none");
+}
+
 static coll_status_t create_endpoints(struct coll_comm *comm)
 {
     for (int p = 0; p < comm->nranks; p++) {
@@ -615,6 +636,7 @@ static coll_status_t create_endpoints(struct coll_comm *comm)
             COLL_CHECK(iface->ops->ep_accept(iface, &peer->info, &peer->ep));
         COLL_INFO(COLL_SUBSYS_INIT, "rank %d: rank %d via %s", comm->rank, p, iface->ops->name);
     }
+    log_transport_counts(comm);
     return COLL_OK;
 }
 

@@ -33,7 +33,11 @@ static void describe_failure(struct coll_request *req, coll_status_t status)
 
     if (req->tag >= 0)
         snprintf(tag, sizeof(tag), " tag %d", req->tag);
-    if (status == COLL_ERR_SIZE_MISMATCH)
+    if (status == COLL_ERR_SIZE_MISMATCH && req->tp.bytes_done == SIZE_MAX)
+        coll_comm_error(comm, COLL_SUBSYS_P2P, status, "%s %s %s%s: the message is longer than "
+                        "the %zu bytes the receive expects", req->op, dir, peer, tag,
+                        req->tp.len);
+    else if (status == COLL_ERR_SIZE_MISMATCH)
         coll_comm_error(comm, COLL_SUBSYS_P2P, status, "%s %s %s%s: the message has %zu bytes, "
                         "the receive expects %zu", op, dir, peer, tag, req->tp.bytes_done,
                         req->tp.len);

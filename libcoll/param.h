@@ -46,7 +46,8 @@ typedef enum coll_param_type {
       "Address family for sockets: AF_INET or AF_INET6 (empty: either, IPv4 first)")     \
     X(TRANSPORTS, COLL_PARAM_STR, "",                                                    \
       "Transports allowed between distinct ranks, comma separated, in priority order "   \
-      "(available: shm, verbs, tcp); empty means all")                                               \
+      "(available: shm, verbs, ofi, tcp); empty means all (ofi then only for RDMA-class " \
+      "libfabric providers)")                                                            \
     X(TCP_EAGER_LIMIT, COLL_PARAM_SIZE, "64K",                                           \
       "TCP messages up to this size are sent at once; larger ones wait for the "         \
       "receiver (rendezvous) so that no large buffer is allocated on the receiver")      \
@@ -118,6 +119,16 @@ typedef enum coll_param_type {
       "Test hook, for testing COLL_CHECKSUM only: flip the first payload byte of the "   \
       "n-th data frame of at least 64 bytes that this process receives (counted over "   \
       "all communicators and transports; init's own messages are smaller); 0: off")                                                          \
+    X(OFI_PROVIDER, COLL_PARAM_STR, "",                                                  \
+      "libfabric transport: provider to use (tcp, shm, verbs, efa, ...; as fi_info -p "  \
+      "names them); empty: the first fi_getinfo offers for reliable datagrams with "    \
+      "tagged messages")                                                                 \
+    X(OFI_MR, COLL_PARAM_STR, "auto",                                                    \
+      "libfabric transport: register buffers only when the provider needs it (auto) "   \
+      "or always (exercises registration on providers that do not need it)")            \
+    X(OFI_MR_CACHE, COLL_PARAM_INT, "64",                                                \
+      "libfabric transport: registrations kept for reuse (0..4096; 0 registers each "   \
+      "message and releases it when the message completes)")                             \
     X(ALGO, COLL_PARAM_STR, "",                                                          \
       "Force algorithms per collective, e.g. allreduce:ring,bcast:binomial (collinfo "   \
       "--algos lists them); empty: the cost model chooses")                              \

@@ -319,3 +319,34 @@ double harness_check_kill_reports(int fd, double t_kill, double max_s, const cha
     ck_assert_int_eq(reports, nreports);
     return slowest;
 }
+
+int harness_transports(const char *const **list_p)
+{
+    static const char *list[8];
+    static char buf[256];
+    static int n = -1;
+    const char *env = getenv("COLL_TEST_TRANSPORTS");
+
+    if (n < 0) {
+        snprintf(buf, sizeof(buf), "%s", env && env[0] ? env : "shm,tcp");
+        n = 0;
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < 8;
+             t = strtok_r(NULL, ",", &save))
+            list[n++] = t;
+    }
+    *list_p = list;
+    return n;
+}
+
+void harness_use_transport(const char *spec)
+{
+    const char *colon = strchr(spec, ':');
+    char name[32];
+
+    snprintf(name, sizeof(name), "%.*s", colon ? (int)(colon - spec) : (int)strlen(spec), spec);
+    setenv("COLL_TRANSPORTS", name, 1);
+    if (colon)
+        setenv("COLL_OFI_PROVIDER", colon + 1, 1);
+    else
+        unsetenv("COLL_OFI_PROVIDER");
+}

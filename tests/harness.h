@@ -36,6 +36,12 @@ void harness_spawn_hook(int nranks, harness_rank_fn fn, void *arg, pid_t *pids,
  * deadline. Returns how many did not exit with status 0. */
 int harness_wait(int nranks, const pid_t *pids, int timeout_s, int *statuses);
 
+/* Transports the matrices run over: COLL_TEST_TRANSPORTS (comma separated;
+ * "ofi:tcp" is the libfabric transport with its tcp provider), default
+ * "shm,tcp". Returns how many; *list_p stays valid. */
+int harness_transports(const char *const **list_p);
+/* Force one of them (COLL_TRANSPORTS, and COLL_OFI_PROVIDER for "ofi:X"). */
+void harness_use_transport(const char *spec);
 /* Init a communicator for a rank (exits the rank on failure). */
 coll_comm_t harness_init(int rank, int nranks, const coll_unique_id_t *id);
 

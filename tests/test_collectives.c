@@ -271,14 +271,15 @@ static coll_comm_t comm_with(coll_comm_t world, int rank, const char *algo)
 
 /* The matrix runs once per transport that ranks on one host can use; a
  * transport that cannot connect fails init rather than falling back. */
-static const char *transports[] = {"shm", "tcp"};
 #define NALGOS ((int)(sizeof(algos) / sizeof(algos[0])))
 #define NRANKCOUNTS ((int)(sizeof(rank_counts) / sizeof(rank_counts[0])))
 
 static int rank_matrix(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     int which = *(int *)arg % NALGOS; /* an index into algos[] */
-    setenv("COLL_TRANSPORTS", transports[*(int *)arg / NALGOS], 1);
+    const char *const *transports;
+    harness_transports(&transports);
+    harness_use_transport(transports[*(int *)arg / NALGOS]);
     coll_comm_t world = harness_init(rank, nranks, id);
     setenv("COLL_PIPELINE_CHUNK", "64K", 1); /* several chunks even for MiB vectors */
     coll_comm_t c = comm_with(world, rank, algos[which].algo);
@@ -292,6 +293,8 @@ START_TEST(test_matrix)
 {
     int per_tp = NALGOS * NRANKCOUNTS, tp = _i / per_tp, k = _i % per_tp;
     int which = k % NALGOS, p = rank_counts[k / NALGOS], arg = tp * NALGOS + which;
+    const char *const *transports;
+    harness_transports(&transports);
     ck_assert_msg(harness_run(p, rank_matrix, &arg, 120) == 0, "%s on %d ranks over %s",
                   algos[which].algo, p, transports[tp]);
 }
@@ -632,8 +635,9 @@ static Suite *collectives_suite(void)
     TCase *tc = tcase_create("matrix");
     int nalgos = (int)(sizeof(algos) / sizeof(algos[0]));
     int nranks = (int)(sizeof(rank_counts) / sizeof(rank_counts[0]));
+    const char *const *tps;
     tcase_set_timeout(tc, 150);
-    tcase_add_loop_test(tc, test_matrix, 0, nalgos * nranks * (int)(sizeof(transports) / sizeof(transports[0])));
+    tcase_add_loop_test(tc, test_matrix, 0, nalgos * nranks * harness_transports(&tps));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("deterministic");

@@ -31,14 +31,26 @@ static int rank_stream(int rank, int nranks, const coll_unique_id_t *id, void *a
     return 0;
 }
 
+/* Each victim rank over TCP and shared memory; one over libfabric's tcp
+ * provider. (Over its shm provider the survivors named the victim within
+ * 24 ms in one run and hung in the next: see docs/transports.md.) */
+static const struct kill_case {
+    const char *transport;
+    int victim;
+} kill_cases[] = {
+    {"tcp", 1}, {"tcp", 2}, {"tcp", 3}, {"shm", 1}, {"shm", 2}, {"shm", 3},
+#ifdef COLL_HAVE_OFI
+    {"ofi:tcp", 1},
+#endif
+};
+
 START_TEST(test_sigkill_named)
 {
-    int nranks = 4, victim = 1 + _i % 3, fds[2], statuses[8];
+    int nranks = 4, victim = kill_cases[_i].victim, fds[2], statuses[8];
     pid_t pids[8];
     char expect[32];
 
-    /* cases 0-2 over TCP, 3-5 over shared memory: each victim rank on each */
-    setenv("COLL_TRANSPORTS", _i < 3 ? "tcp" : "shm", 1);
+    harness_use_transport(kill_cases[_i].transport);
     ck_assert_int_eq(pipe(fds), 0);
     report_fd = fds[1];
     harness_spawn(nranks, rank_stream, NULL, pids);
@@ -54,8 +66,8 @@ START_TEST(test_sigkill_named)
         if (r != victim)
             ck_assert_msg(WIFEXITED(statuses[r]) && WEXITSTATUS(statuses[r]) == 0,
                           "survivor %d failed", r);
-    printf("sigkill of rank %d: the last survivor named it %.1f ms after the kill\n", victim,
-           slowest * 1e3);
+    printf("sigkill of rank %d over %s: the last survivor named it %.1f ms after the kill\n",
+           victim, kill_cases[_i].transport, slowest * 1e3);
 }
 END_TEST
 
@@ -205,7 +217,8 @@ static Suite *fault_suite(void)
     Suite *s = suite_create("fault");
     TCase *tc = tcase_create("fault");
     tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_sigkill_named, 0, 6);
+    tcase_add_loop_test(tc, test_sigkill_named, 0,
+                        (int)(sizeof(kill_cases) / sizeof(kill_cases[0])));
     tcase_add_test(tc, test_timeout_named);
     tcase_add_test(tc, test_hang_report);
     tcase_add_test(tc, test_set_timeout);

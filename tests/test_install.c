@@ -57,8 +57,8 @@ START_TEST(test_install_and_link)
         ck_assert_msg(strstr(out, want), "no '%s' in:\n%s", want, out);
     }
 
-    /* static: libcoll.a and what it needs (Libs.private: -pthread, and -libverbs where
-     * the verbs transport is built) */
+    /* static: libcoll.a and what it needs (Libs.private: -pthread, and -libverbs
+     * and -lfabric where those transports are built) */
     snprintf(cmd, sizeof(cmd), "cd %s && cc prog.c -o prog_static -I%s/prefix/include "
              "%s/prefix/lib/libcoll.a $(PKG_CONFIG_PATH=%s/prefix/lib/pkgconfig pkg-config "
              "--static --libs libcoll | sed 's/-L[^ ]* //; s/-lcoll //') 2>&1 && "

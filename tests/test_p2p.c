@@ -260,21 +260,15 @@ static Suite *p2p_suite(void)
 }
 
 /* The whole suite once per transport that ranks on one host can use, or
- * over COLL_TEST_TRANSPORT alone (tests/rxe_vm.sh runs it over verbs). */
+ * over those COLL_TEST_TRANSPORTS lists (tests/rxe_vm.sh runs it over verbs). */
 int main(void)
 {
-    static const char *transports[] = {"shm", "tcp"};
-    const char *only = getenv("COLL_TEST_TRANSPORT");
-    int failed = 0;
+    const char *const *transports;
+    int n = harness_transports(&transports), failed = 0;
 
-    if (only) {
-        printf("p2p over %s\n", only);
-        setenv("COLL_TRANSPORTS", only, 1);
-        return harness_main(p2p_suite());
-    }
-    for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
+    for (int i = 0; i < n; i++) {
         printf("p2p over %s\n", transports[i]);
-        setenv("COLL_TRANSPORTS", transports[i], 1);
+        harness_use_transport(transports[i]);
         failed |= harness_main(p2p_suite()) != EXIT_SUCCESS;
     }
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

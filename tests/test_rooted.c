@@ -359,7 +359,7 @@ static int rank_all_sets(int rank, int nranks, const coll_unique_id_t *id, void 
 {
     batch_t b = {0};
 
-    setenv("COLL_TRANSPORTS", arg, 1); /* no silent fallback to another */
+    harness_use_transport(arg); /* no silent fallback to another */
     unsetenv("COLL_ALGO");
     unsetenv("COLL_PIPELINE_CHUNK");
     unsetenv("COLL_TCP_EAGER_LIMIT");
@@ -378,11 +378,11 @@ static int rank_all_sets(int rank, int nranks, const coll_unique_id_t *id, void 
     return 0;
 }
 
-static const char *transports[] = {"shm", "tcp"};
-
 START_TEST(test_rooted_all)
 {
+    const char *const *transports;
     int n = (int)ARRAY_LEN(rank_counts), nranks = rank_counts[_i % n];
+    harness_transports(&transports);
     const char *tp = transports[_i / n];
     double t0 = harness_now();
     ck_assert_msg(harness_run(nranks, rank_all_sets, (void *)tp, TIMEOUT_S - 10) == 0,
@@ -494,7 +494,9 @@ static Suite *rooted_suite(void)
     Suite *s = suite_create("rooted");
     TCase *tc = tcase_create("algorithms");
     tcase_set_timeout(tc, TIMEOUT_S);
-    tcase_add_loop_test(tc, test_rooted_all, 0, 2 * (int)ARRAY_LEN(rank_counts));
+    const char *const *tps;
+    tcase_add_loop_test(tc, test_rooted_all, 0,
+                        harness_transports(&tps) * (int)ARRAY_LEN(rank_counts));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");

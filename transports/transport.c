@@ -14,14 +14,21 @@ extern const coll_tp_ops_t coll_tp_self_ops_table;
 #ifdef COLL_HAVE_VERBS
 extern const coll_tp_ops_t coll_tp_verbs_ops;
 #endif
+#ifdef COLL_HAVE_OFI
+extern const coll_tp_ops_t coll_tp_ofi_ops;
+#endif
 
 /* Priority order: the first transport that can reach a peer wins. Faster,
  * more local transports go first as they are added (cuda_ipc, shm, verbs,
- * ofi, then tcp). */
+ * ofi, then tcp). ofi says yes by itself only for RDMA-class providers
+ * (ofi_iface.c), so it sits before tcp without taking its place. */
 static const coll_tp_ops_t *const registry[] = {
     &coll_tp_shm_ops,
 #ifdef COLL_HAVE_VERBS
     &coll_tp_verbs_ops,
+#endif
+#ifdef COLL_HAVE_OFI
+    &coll_tp_ofi_ops,
 #endif
     &coll_tp_tcp_ops,
 };

@@ -103,6 +103,8 @@ typedef void (*coll_tp_fold_fn)(coll_tp_req_t *req, size_t off, const void *src,
 /* Request-level failures are reported by completing the request with a
  * status; the core words the message, since it knows the operation:
  *   COLL_ERR_SIZE_MISMATCH  the sender's length differs; bytes_done holds it
+ *                           (SIZE_MAX: longer than the receive, by how much
+ *                           the transport cannot tell)
  *   COLL_ERR_PEER_FAILED    the peer left (destroyed its communicator) */
 struct coll_tp_req {
     coll_list_t link;     /* the transport's while the request is pending */
