@@ -243,6 +243,105 @@ START_TEST(test_set_timeout)
 }
 END_TEST
 
+/* ---- mismatched calls (issue 6, item 6) ---------------------------------------- */
+
+/* Rank 2 of 4 makes a call that differs from the others' in one field.
+ * With COLL_CHECK_ARGS=1 every rank gets COLL_ERR_INVALID_USAGE naming
+ * rank 2 and the field within 2 s, and the communicator still works;
+ * with it off, an error or a timeout (never a crash, and under ASan no
+ * out-of-bounds access: the odd rank's buffers are exactly its count). */
+enum { MM_COUNT, MM_DATATYPE, MM_OP, MM_ROOT, MM_BCAST, MM_CASES };
+static const char *const mm_field[MM_CASES] = {"count", "datatype", "op", "root",
+                                               "called broadcast"};
+#define MM_ODD 2
+#define MM_COUNT_N 4096
+
+static coll_status_t mm_call(int kase, int odd, void *buf, coll_comm_t comm)
+{
+    size_t n = odd && kase == MM_COUNT ? MM_COUNT_N + 1000 : MM_COUNT_N;
+    coll_datatype_t dt = odd && kase == MM_DATATYPE ? COLL_FLOAT64 : COLL_FLOAT32;
+    coll_op_t op = odd && kase == MM_OP ? COLL_MAX : COLL_SUM;
+
+    if (kase == MM_ROOT)
+        return coll_reduce(buf, (char *)buf + n * 8, n, dt, op, odd ? 1 : 0, comm);
+    if (odd && kase == MM_BCAST)
+        return coll_broadcast(buf, buf, n, dt, 0, comm);
+    return coll_allreduce(buf, buf, n, dt, op, comm);
+}
+
+static int rank_mismatch(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int kase = *(const int *)arg % MM_CASES, checked = *(const int *)arg < MM_CASES;
+    coll_config_t config = COLL_CONFIG_INITIALIZER;
+    coll_comm_t comm;
+    /* what the call may touch: 2 x count x 8 bytes, and no more (ASan) */
+    size_t n = rank == MM_ODD && kase == MM_COUNT ? MM_COUNT_N + 1000 : MM_COUNT_N;
+    double *buf = calloc(2 * n, sizeof(double));
+    char want[32];
+
+    config.timeout_ms = 2000;
+    RANK_CHECK(buf != NULL, "out of memory");
+    RANK_OK(coll_comm_init_rank_config(&comm, nranks, id, rank, &config));
+    /* everyone is here: the clock below is the call's (without the check
+     * a fast rank may fail the communicator before a slow one has left) */
+    coll_status_t st = coll_barrier(comm);
+    RANK_CHECK(st == COLL_OK || !checked, "barrier: %s", coll_get_last_error(comm));
+    double t0 = harness_now();
+    if (st == COLL_OK)
+        st = mm_call(kase, rank == MM_ODD, buf, comm);
+    double took = harness_now() - t0;
+    const char *msg = coll_get_last_error(comm);
+    if (checked) {
+        snprintf(want, sizeof(want), "rank %d ", MM_ODD);
+        RANK_CHECK(st == COLL_ERR_INVALID_USAGE, "%s mismatch returned %s: %s", mm_field[kase],
+                   coll_status_str(st), msg);
+        RANK_CHECK(took < 2.0, "%s mismatch reported after %.2f s", mm_field[kase], took);
+        RANK_CHECK(strstr(msg, "COLL_CHECK_ARGS") && strstr(msg, want) &&
+                   strstr(msg, mm_field[kase]), "the message does not name rank %d and the "
+                   "field '%s': %s", MM_ODD, mm_field[kase], msg);
+        if (rank == 0) {
+            printf("%s mismatch reported in %.1f ms: %s\n", mm_field[kase], took * 1e3, msg);
+            fflush(stdout);
+        }
+        RANK_OK(mm_call(kase, 0, buf, comm)); /* nothing moved: still usable */
+        RANK_OK(coll_comm_destroy(comm));
+    } else {
+        /* some ranks may finish (a reduce's leaves); the test checks that
+         * one rank at least failed, except for an op mismatch, which
+         * nothing can see without the check: it must just not crash */
+        char line[16];
+        int len = snprintf(line, sizeof(line), "%d\n", st != COLL_OK);
+        RANK_CHECK(write(report_fd, line, (size_t)len) == len, "report");
+        RANK_CHECK(took < 6.0, "%s mismatch without COLL_CHECK_ARGS returned after %.2f s",
+                   mm_field[kase], took);
+        coll_comm_destroy(comm); /* a leaf that finished leaves without failing the others */
+    }
+    free(buf);
+    return 0;
+}
+
+/* cases 0..4: COLL_CHECK_ARGS=1, one per field; 5..9: the same, off */
+START_TEST(test_mismatch)
+{
+    int kase = _i, fds[2], failed = 0;
+    char buf[64] = "";
+
+    ck_assert_int_eq(pipe(fds), 0);
+    report_fd = fds[1];
+    setenv("COLL_CHECK_ARGS", kase < MM_CASES ? "1" : "0", 1);
+    ck_assert_int_eq(harness_run(4, rank_mismatch, &kase, 30), 0);
+    unsetenv("COLL_CHECK_ARGS");
+    close(fds[1]);
+    ck_assert_int_ge(read(fds[0], buf, sizeof(buf) - 1), 0);
+    close(fds[0]);
+    for (const char *c = buf; *c; c++)
+        failed += *c == '1';
+    ck_assert_msg(kase < MM_CASES || kase % MM_CASES == MM_OP || failed > 0,
+                  "%s mismatch without COLL_CHECK_ARGS: no rank saw an error",
+                  mm_field[kase % MM_CASES]);
+}
+END_TEST
+
 /* ---- collrun names the dead rank -------------------------------------------------- */
 
 START_TEST(test_collrun_names_dead_rank)
@@ -269,6 +368,7 @@ static Suite *fault_suite(void)
     tcase_add_test(tc, test_timeout_named);
     tcase_add_test(tc, test_hang_report);
     tcase_add_test(tc, test_set_timeout);
+    tcase_add_loop_test(tc, test_mismatch, 0, 2 * MM_CASES);
     tcase_add_test(tc, test_collrun_names_dead_rank);
     suite_add_tcase(s, tc);
     return s;
