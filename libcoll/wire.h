@@ -169,6 +169,15 @@ typedef struct coll_hello {
     uint8_t mac[COLL_SHA256_BYTES];
 } coll_hello_t;
 
+/* The wire protocol version this process speaks: COLL_WIRE_VERSION, unless
+ * a test made it speak another (coll_wire_test_speak_version). */
+uint16_t coll_wire_version(void);
+/* Tests only (issue 6, item 7: version skew): speak wire protocol version
+ * `v` from now on. Hidden like every internal function, so it is not in
+ * libcoll.so's exports: only programs linked against libcoll.a (the tests)
+ * can call it, and no environment variable or setting reaches it. */
+void coll_wire_test_speak_version(uint16_t v);
+
 void coll_prefix_encode(const coll_prefix_t *p, uint8_t out[COLL_PREFIX_BYTES]);
 void coll_prefix_decode(const uint8_t in[COLL_PREFIX_BYTES], coll_prefix_t *p);
 void coll_hello_encode(const coll_hello_t *h, uint8_t out[COLL_HELLO_BYTES]);

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "wire.h"
 
 /* Survivors report on this pipe, one line each. */
 static int report_fd = -1;
@@ -342,6 +343,56 @@ START_TEST(test_mismatch)
 }
 END_TEST
 
+/* ---- version skew (issue 6, item 7) ------------------------------------------------ */
+
+/* One process speaks another wire protocol version (the test-only
+ * coll_wire_test_speak_version): case 0, rank 2 of 4; case 1, the
+ * bootstrap root (this process). Init fails on every rank within 5 s with
+ * COLL_ERR_VERSION_MISMATCH and both versions in the message. */
+#define SKEW_VERSION (COLL_WIRE_VERSION + 1)
+
+static int rank_skewed(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int odd = *(const int *)arg == 0 && rank == 2;
+    char v_ours[32], v_theirs[32];
+    coll_comm_t comm;
+
+    if (odd)
+        coll_wire_test_speak_version(SKEW_VERSION);
+    double t0 = harness_now();
+    coll_status_t st = coll_comm_init_rank(&comm, nranks, *id, rank);
+    double took = harness_now() - t0;
+    const char *msg = coll_get_last_error(NULL);
+    snprintf(v_ours, sizeof(v_ours), "version %d", COLL_WIRE_VERSION);
+    snprintf(v_theirs, sizeof(v_theirs), "version %d", SKEW_VERSION);
+    RANK_CHECK(st == COLL_ERR_VERSION_MISMATCH, "init returned %s: %s", coll_status_str(st), msg);
+    RANK_CHECK(took < 5.0, "init failed after %.2f s", took);
+    RANK_CHECK(strstr(msg, v_ours) && strstr(msg, v_theirs), "the message lacks '%s' or '%s': "
+               "%s", v_ours, v_theirs, msg);
+    if (rank == 0 || odd) {
+        printf("version skew: rank %d failed in %.1f ms: %s\n", rank, took * 1e3, msg);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static void skew_root(const coll_unique_id_t *id, void *ctx)
+{
+    (void)id;
+    if (*(const int *)ctx == 1) /* before any rank has the id, so before any connection */
+        coll_wire_test_speak_version(SKEW_VERSION);
+}
+
+START_TEST(test_version_skew)
+{
+    int kase = _i, statuses[4];
+    pid_t pids[4];
+
+    harness_spawn_hook(4, rank_skewed, &kase, pids, skew_root, &kase);
+    ck_assert_int_eq(harness_wait(4, pids, 30, statuses), 0);
+}
+END_TEST
+
 /* ---- collrun names the dead rank -------------------------------------------------- */
 
 START_TEST(test_collrun_names_dead_rank)
@@ -369,6 +420,7 @@ static Suite *fault_suite(void)
     tcase_add_test(tc, test_hang_report);
     tcase_add_test(tc, test_set_timeout);
     tcase_add_loop_test(tc, test_mismatch, 0, 2 * MM_CASES);
+    tcase_add_loop_test(tc, test_version_skew, 0, 2);
     tcase_add_test(tc, test_collrun_names_dead_rank);
     suite_add_tcase(s, tc);
     return s;
