@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "algorithms.h"
+#include "census.h"
 #include "comm.h"
 #include "log.h"
 #include "param.h"
@@ -178,11 +179,20 @@ static coll_status_t fail_stalled(struct coll_comm *comm, struct coll_request *r
         COLL_WARN(COLL_SUBSYS_COLL, "rank %d: hang report written to %s", comm->rank, report);
     if (r->kind == COLL_REQ_COLL) {
         char waiting[COLL_ERRMSG_LEN / 2];
+        coll_census_t census;
+        coll_status_t st;
         coll_sched_describe_wait(r->sched, waiting, sizeof(waiting));
-        return coll_comm_fail(comm, COLL_SUBSYS_COLL, COLL_ERR_TIMEOUT,
-                              "%s: no progress for %.1f s (COLL_TIMEOUT); waiting for: %s",
-                              what ? what : r->op, (double)comm->timeout_ns * 1e-9,
-                              waiting[0] ? waiting : "nothing in flight");
+        /* who is missing goes first: the peers' copy of this message is cut
+         * at COLL_WIRE_ERRTEXT_MAX */
+        coll_census_run(comm, coll_sched_seq(r->sched), &census);
+        st = coll_comm_fail(comm, COLL_SUBSYS_COLL, COLL_ERR_TIMEOUT,
+                            "%s: no progress for %.1f s (COLL_TIMEOUT); ranks that have not "
+                            "arrived: %s; waiting for: %s", what ? what : r->op,
+                            (double)comm->timeout_ns * 1e-9,
+                            census.missing[0] ? census.missing : "none (all are in it)",
+                            waiting[0] ? waiting : "nothing in flight");
+        coll_census_end(&census);
+        return st;
     }
     if (r->tag >= 0)
         snprintf(tag, sizeof(tag), ", tag %d", r->tag);

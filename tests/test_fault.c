@@ -135,7 +135,8 @@ static int rank_silent_peer(int rank, int nranks, const coll_unique_id_t *id, vo
         /* Silent for 3 s, then finds the communicator failed by rank 0. */
         sleep(3);
         coll_status_t st = coll_send(&x, 1, COLL_INT32, 0, 5, comm);
-        RANK_CHECK(st == COLL_ERR_PEER_FAILED && strstr(coll_get_last_error(comm), "rank 0 ("),
+        /* rank 0's timeout is the job's: it says so (see coll_tp_abort_status) */
+        RANK_CHECK(st == COLL_ERR_TIMEOUT && strstr(coll_get_last_error(comm), "rank 0 ("),
                    "rank 1 got %s: %s", coll_status_str(st), coll_get_last_error(comm));
         RANK_OK(coll_comm_destroy(comm));
         return 0;
@@ -161,6 +162,102 @@ static int rank_silent_peer(int rank, int nranks, const coll_unique_id_t *id, vo
 START_TEST(test_timeout_named)
 {
     ck_assert_int_eq(harness_run(2, rank_silent_peer, NULL, 30), 0);
+}
+END_TEST
+
+/* Issue 6, item 2: rank 2 of 4 is stopped (SIGSTOP) between two
+ * all-reduces, with a 5 s operation timeout: within 7 s each of the others
+ * gets COLL_ERR_TIMEOUT naming the operation, its sequence number and the
+ * rank that has not arrived. Cases 0: TCP, 1: shared memory. */
+#define STOP_VICTIM 2
+
+typedef struct stop_pipes {
+    int ready_w, go_r;
+} stop_pipes_t;
+
+static int rank_stopped_peer(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const stop_pipes_t *pp = arg;
+    coll_config_t config = COLL_CONFIG_INITIALIZER;
+    float v[4096] = {0};
+    coll_comm_t comm;
+    char c = 'r';
+
+    if (rank == STOP_VICTIM)
+        close(report_fd); /* it never reports: the test reads the pipe to its end */
+    config.timeout_ms = 5000;
+    RANK_OK(coll_comm_init_rank_config(&comm, nranks, id, rank, &config));
+    RANK_OK(coll_allreduce(v, v, 4096, COLL_FLOAT32, COLL_SUM, comm)); /* #0 */
+    RANK_CHECK(write(pp->ready_w, &c, 1) == 1, "ready");
+    RANK_CHECK(read(pp->go_r, &c, 1) == 1, "go"); /* the victim is stopped here */
+    double t0 = harness_now();
+    coll_status_t st = coll_allreduce(v, v, 4096, COLL_FLOAT32, COLL_SUM, comm); /* #1 */
+    double took = harness_now() - t0;
+    const char *msg = coll_get_last_error(comm);
+    char line[1200];
+    int n = snprintf(line, sizeof(line), "%d %.6f %d %s\n", rank, took, (int)st, msg);
+    RANK_CHECK(write(report_fd, line, (size_t)COLL_MIN(n, (int)sizeof(line) - 1)) > 0, "report");
+    coll_comm_abort(comm);
+    return 0;
+}
+
+START_TEST(test_sigstop_named)
+{
+    int nranks = 4, ready[2], go[2], rep[2], statuses[4], reports = 0;
+    stop_pipes_t pp;
+    pid_t pids[4];
+    char buf[8192] = "", c;
+    size_t got = 0;
+    double slowest = 0;
+
+    setenv("COLL_TRANSPORTS", _i == 0 ? "tcp" : "shm", 1);
+    ck_assert_int_eq(pipe(ready), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(rep), 0);
+    pp = (stop_pipes_t){ready[1], go[0]};
+    report_fd = rep[1];
+    harness_spawn(nranks, rank_stopped_peer, &pp, pids);
+    unsetenv("COLL_TRANSPORTS");
+    close(ready[1]);
+    close(rep[1]);
+    for (int r = 0; r < nranks; r++)
+        ck_assert_msg(read(ready[0], &c, 1) == 1, "a rank failed before the stop");
+    kill(pids[STOP_VICTIM], SIGSTOP);
+    /* stopped for sure before the go bytes exist: it must not take one */
+    int wst;
+    ck_assert_int_eq(waitpid(pids[STOP_VICTIM], &wst, WUNTRACED), pids[STOP_VICTIM]);
+    ck_assert(WIFSTOPPED(wst));
+    for (int r = 0; r < nranks - 1; r++)
+        ck_assert_int_eq(write(go[1], "g", 1), 1);
+    /* until every live rank has exited (the victim closed its copy) */
+    for (ssize_t n; (n = read(rep[0], buf + got, sizeof(buf) - 1 - got)) > 0;)
+        got += (size_t)n;
+    buf[got] = '\0';
+    kill(pids[STOP_VICTIM], SIGKILL);
+    harness_wait(nranks, pids, 30, statuses);
+    close(rep[0]);
+    close(ready[0]);
+    close(go[0]);
+    close(go[1]);
+
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        int r, st, off = 0;
+        double took;
+        ck_assert_int_eq(sscanf(line, "%d %lf %d %n", &r, &took, &st, &off), 3);
+        ck_assert_msg(st == COLL_ERR_TIMEOUT, "rank %d got %s: %s", r,
+                      coll_status_str((coll_status_t)st), line + off);
+        ck_assert_msg(took < 7.0, "rank %d learned after %.2f s: %s", r, took, line + off);
+        ck_assert_msg(strstr(line + off, "allreduce #1 ") &&
+                      strstr(line + off, "ranks that have not arrived: 2;"),
+                      "rank %d's error does not name the operation, its sequence number and "
+                      "the missing rank 2: %s", r, line + off);
+        slowest = took > slowest ? took : slowest;
+        reports++;
+    }
+    ck_assert_int_eq(reports, nranks - 1);
+    printf("sigstop of rank 2 of 4 over %s, 5 s timeout: the last survivor's all-reduce "
+           "returned after %.2f s\n", _i == 0 ? "tcp" : "shm", slowest);
 }
 END_TEST
 
@@ -422,6 +519,10 @@ static Suite *fault_suite(void)
     tcase_add_loop_test(tc, test_mismatch, 0, 2 * MM_CASES);
     tcase_add_loop_test(tc, test_version_skew, 0, 2);
     tcase_add_test(tc, test_collrun_names_dead_rank);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("stopped peer");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_sigstop_named, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

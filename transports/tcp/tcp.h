@@ -13,7 +13,8 @@
  *   CTS    id=send id, aux=recv id "send them" (flag DISCARD: "drop them")
  *   DATA   id=recv id, aux=offset, len, payload (one chunk of a message)
  *   BYE    no fields               the peer destroyed its communicator
- *   ABORT  len, payload = reason   the peer's communicator failed
+ *   ABORT  len, aux = its status (int64), payload = reason: the peer's
+ *          communicator failed
  *
  * Matching order: EAGER and RTS travel on socket 0 only, so messages are
  * matched in the order they were sent. DATA chunks carry their offset and

@@ -413,12 +413,12 @@ static coll_status_t finish_head_frame(tcp_conn_t *c, uint64_t deadline_ns)
  * that really failed, which the peer could not learn otherwise. On every
  * socket, since the peer may read any of them first; best effort, bounded
  * by TCP_ABORT_NOTICE_NS in all. */
-static void send_abort_notice(tcp_ep_t *ep, const char *reason)
+static void send_abort_notice(tcp_ep_t *ep, coll_status_t why, const char *reason)
 {
     uint8_t frame[TCP_HDR_BYTES + COLL_WIRE_ERRTEXT_MAX];
     size_t len = strnlen(reason, COLL_WIRE_ERRTEXT_MAX);
     uint64_t deadline = coll_time_ns() + TCP_ABORT_NOTICE_NS;
-    tcp_hdr_t h = {.type = TCP_ABORT, .len = len};
+    tcp_hdr_t h = {.type = TCP_ABORT, .len = len, .aux = (uint64_t)(int64_t)why};
 
     if (ep->tx_errno)
         return;
@@ -452,7 +452,7 @@ coll_status_t tcp_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *rea
         return COLL_OK;
     }
     if (ep->state == TCP_EP_READY && reason)
-        send_abort_notice(ep, reason);
+        send_abort_notice(ep, why, reason);
     ep->state = TCP_EP_CLOSED;
     ep->error = why == COLL_OK ? COLL_ERR_ABORTED : why;
     ep_close_fds(ep);
