@@ -591,17 +591,26 @@ static void register_handle(struct coll_comm *comm)
     pthread_mutex_unlock(&handles_lock);
 }
 
+/* While init waits for the bootstrap, the transports' listening sockets
+ * are open and published: strangers there are answered and dropped on
+ * time, not when the job has formed. No endpoint exists yet. */
+static void serve_listeners(void *arg)
+{
+    coll_comm_progress(arg);
+}
+
 static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_init_args_t *a,
                                           uint64_t deadline_ns, struct coll_root **root)
 {
+    coll_waiter_t waiter = {&comm->abort_requested, serve_listeners, comm};
     coll_peer_info_t me, *table = calloc((size_t)a->nranks, sizeof(*table));
     coll_status_t st;
 
     if (!table)
         return coll_error(COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "cannot allocate peer table");
     describe_self(comm, &me);
-    st = coll_bootstrap_join(&a->uid, a->nranks, a->rank, a->round, &me, deadline_ns,
-                             &comm->abort_requested, table);
+    st = coll_bootstrap_join(&a->uid, a->nranks, a->rank, a->round, &me, deadline_ns, &waiter,
+                             table);
     if (*root) { /* the job formed (or not): our root's work is over */
         coll_root_release(*root, st == COLL_OK ? COLL_ROOT_JOIN : COLL_ROOT_CANCEL);
         *root = NULL;
