@@ -24,6 +24,7 @@
 #define TCP_ABORT_NOTICE_NS (250 * 1000000ull)
 
 static void conn_handler(void *arg, uint32_t events);
+static void send_abort_notice(tcp_ep_t *ep, coll_status_t why, const char *reason);
 
 /* Options of every data socket. The unsent backlog is bounded by one
  * chunk: enough to keep the link busy between two writable events, small
@@ -156,6 +157,10 @@ void tcp_ep_fail(tcp_ep_t *ep, coll_status_t status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    /* A peer that broke the protocol is alive: it is told why we drop it
+     * (it would otherwise report a peer that died, and pass that on). */
+    if (status == COLL_ERR_PROTOCOL && ep->state == TCP_EP_READY)
+        send_abort_notice(ep, status, msg);
     ep->state = TCP_EP_CLOSED;
     ep->error = status;
     ep_close_fds(ep);
