@@ -138,16 +138,18 @@ static void conn_start_reply(root_conn_t *c)
     coll_evloop_mod(c->root->ev, &c->src, EPOLLOUT);
 }
 
+/* Connections still in their handshake are left alone: one that turns
+ * out to be a rank gets the error once it is through (conn_after_handshake),
+ * and none may be freed here, inside another connection's handler: their
+ * events may be in the batch being dispatched. */
 static void start_replies(struct coll_root *root)
 {
     coll_list_t *pos, *tmp;
     coll_list_for_each_safe(pos, tmp, &root->conns) {
         root_conn_t *c = coll_container_of(pos, root_conn_t, link);
-        if (c->state == CONN_JOINED || (root->failed && c->state != CONN_HANDSHAKE)) {
+        if (c->state == CONN_JOINED || (root->failed && c->state != CONN_HANDSHAKE &&
+                                        c->state != CONN_REPLY))
             conn_start_reply(c);
-        } else if (root->failed) {
-            conn_free(c);
-        }
     }
 }
 
@@ -376,7 +378,9 @@ static void root_check_timers(struct coll_root *root)
         if (c->state == CONN_HANDSHAKE && now > c->hs.deadline_ns)
             conn_handler(c, 0);
     }
-    if (now > root->deadline_ns && !root->failed) {
+    /* (a formed job's root only finishes sending the table) */
+    int formed = root->nranks && root->joined == root->nranks;
+    if (now > root->deadline_ns && !root->failed && !formed) {
         char missing[256] = "";
         size_t used = 0;
         for (int r = 0; r < root->nranks && used + 12 < sizeof(missing); r++)
