@@ -146,7 +146,8 @@ static coll_status_t verdict_status(uint32_t verdict)
     switch (verdict) {
     case COLL_VERDICT_AUTH: return COLL_ERR_AUTH;
     case COLL_VERDICT_VERSION: return COLL_ERR_VERSION_MISMATCH;
-    case COLL_VERDICT_ROUND: return COLL_ERR_PEER_FAILED; /* owner retries */
+    case COLL_VERDICT_ROUND: /* the owner retries */
+    case COLL_VERDICT_NOT_READY: return COLL_ERR_PEER_FAILED;
     default: return COLL_ERR_INVALID_USAGE;
     }
 }
@@ -160,6 +161,7 @@ static const char *verdict_text(uint32_t verdict)
     case COLL_VERDICT_NRANKS: return "number of ranks differs from the other ranks'";
     case COLL_VERDICT_ROUND: return "another init round is in progress";
     case COLL_VERDICT_KIND: return "wrong kind of connection for this port";
+    case COLL_VERDICT_NOT_READY: return "not ready for this connection yet (retry)";
     default: return "unknown verdict";
     }
 }

@@ -45,6 +45,7 @@ enum coll_verdict {
     COLL_VERDICT_NRANKS = 4,  /* job size disagrees */
     COLL_VERDICT_ROUND = 5,   /* another init round: retry later */
     COLL_VERDICT_KIND = 6,    /* wrong kind of connection for this port */
+    COLL_VERDICT_NOT_READY = 7, /* no endpoint for that rank yet: retry */
 };
 
 #define COLL_PREFIX_BYTES 8
