@@ -73,8 +73,8 @@ static coll_vid_t halve_reduce(fly_t *f, seg_t *final)
     seg_t g = {0, f->p2};
 
     if (f->r < 2 * f->rem) {
-        coll_vid_t rv = coll_sched_recv(f->s, tmp, n * es, f->r - 1, 0, COLL_NODEPS);
-        prev = coll_sched_reduce(f->s, a->recvbuf, tmp, a->sendbuf, n, COLL_DEPS(rv));
+        prev = coll_sched_recv_reduce(f->s, a->recvbuf, a->sendbuf, tmp, n, f->r - 1, 0,
+                                      COLL_INCOMING_FIRST, COLL_NODEPS);
     } else {
         prev = coll_sched_copy(f->s, a->recvbuf, a->sendbuf, n * es, COLL_NODEPS);
     }
@@ -85,10 +85,9 @@ static coll_vid_t halve_reduce(fly_t *f, seg_t *final)
         f->sent[k] = give;
         f->freed[k] = coll_sched_send(f->s, at(f, give.lo), elems(f, give) * es, peer,
                                       (uint32_t)(2 + k), COLL_DEPS(prev));
-        coll_vid_t rv = coll_sched_recv(f->s, tmp, elems(f, keep) * es, peer, (uint32_t)(2 + k),
-                                        COLL_DEPS(prev));
-        prev = coll_sched_reduce(f->s, at(f, keep.lo), at(f, keep.lo), tmp, elems(f, keep),
-                                 COLL_DEPS(rv, prev));
+        /* the send reads the other half: folding into ours is safe */
+        prev = coll_sched_recv_reduce(f->s, at(f, keep.lo), at(f, keep.lo), tmp, elems(f, keep),
+                                      peer, (uint32_t)(2 + k), COLL_LOCAL_FIRST, COLL_DEPS(prev));
         g = keep;
     }
     *final = g;

@@ -79,15 +79,25 @@ static void build(coll_sched_t *s)
         gather_then_reduce(s, v, p2, rem);
         return;
     }
-    void *tmp = coll_sched_scratch(s, bytes);
+    /* Out of place, the first exchange sends sendbuf and combines into
+     * recvbuf: no copy of our vector first (with 2 ranks, no copy at all,
+     * and no scratch where the transport reduces as data arrives) */
+    int direct = p2 > 1 && r >= 2 * rem && a->sendbuf != a->recvbuf;
+    void *tmp = direct && p2 == 2 ? NULL : coll_sched_scratch(s, bytes);
     if (r < 2 * rem) {
         coll_vid_t rv = coll_sched_recv(s, tmp, bytes, r - 1, 0, COLL_NODEPS);
         prev = coll_sched_reduce(s, a->recvbuf, tmp, a->sendbuf, a->count, COLL_DEPS(rv));
-    } else {
+    } else if (!direct) {
         prev = coll_sched_copy(s, a->recvbuf, a->sendbuf, bytes, COLL_NODEPS);
     }
     for (int m = 1; m < p2; m <<= 1) {
         int peer = coll_fold_rank(v ^ m, rem);
+        if (m == 1 && direct) {
+            coll_sched_send(s, a->sendbuf, bytes, peer, (uint32_t)(1 + m), COLL_NODEPS);
+            prev = coll_sched_recv_reduce(s, a->recvbuf, a->sendbuf, tmp, a->count, peer,
+                                          (uint32_t)(1 + m), COLL_LOCAL_FIRST, COLL_NODEPS);
+            continue;
+        }
         coll_vid_t sv = coll_sched_send(s, a->recvbuf, bytes, peer, (uint32_t)(1 + m),
                                         COLL_DEPS(prev));
         coll_vid_t rv = coll_sched_recv(s, tmp, bytes, peer, (uint32_t)(1 + m), COLL_DEPS(prev));

@@ -35,9 +35,9 @@ coll_vid_t coll_chain_reduce(coll_sched_t *s, const void *src, void *result, siz
             v = coll_sched_send(s, mine, cnt * es, 1, tag, COLL_NODEPS);
         } else {
             void *out = r == p - 1 ? COLL_PTR(result, off, es) : COLL_PTR(partial, off, es);
-            coll_vid_t rv = coll_sched_recv(s, tmp[j % 2], cnt * es, r - 1, tag,
-                                            COLL_DEPS(reader[j % 2]));
-            v = reader[j % 2] = coll_sched_reduce(s, out, tmp[j % 2], mine, cnt, COLL_DEPS(rv));
+            v = reader[j % 2] = coll_sched_recv_reduce(s, out, mine, tmp[j % 2], cnt, r - 1, tag,
+                                                       COLL_INCOMING_FIRST,
+                                                       COLL_DEPS(reader[j % 2]));
             if (r < p - 1)
                 v = coll_sched_send(s, out, cnt * es, r + 1, tag, COLL_DEPS(v));
         }

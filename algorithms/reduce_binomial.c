@@ -40,9 +40,8 @@ static void tree_reduce(coll_sched_t *s, int q)
             tmp = coll_sched_scratch(s, bytes);
             acc = acc ? acc : coll_sched_scratch(s, bytes);
         }
-        coll_vid_t rv = coll_sched_recv(s, tmp, bytes, real(q + mask, root, p), (uint32_t)mask,
-                                        COLL_DEPS(prev));
-        prev = coll_sched_reduce(s, acc, cur, tmp, a->count, COLL_DEPS(rv, prev));
+        prev = coll_sched_recv_reduce(s, acc, cur, tmp, a->count, real(q + mask, root, p),
+                                      (uint32_t)mask, COLL_LOCAL_FIRST, COLL_DEPS(prev));
         cur = acc;
         received = 1;
     }

@@ -74,8 +74,8 @@ static void halve_reduce(halving_t *h)
     if (!work || !tmp)
         return;
     if (h->r < 2 * h->rem) { /* fold in the even partner's vector */
-        coll_vid_t rv = coll_sched_recv(h->s, tmp, total * es, h->r - 1, 0, COLL_NODEPS);
-        prev = coll_sched_reduce(h->s, work, tmp, a->sendbuf, total, COLL_DEPS(rv));
+        prev = coll_sched_recv_reduce(h->s, work, a->sendbuf, tmp, total, h->r - 1, 0,
+                                      COLL_INCOMING_FIRST, COLL_NODEPS);
         cur = work;
     }
     for (int k = 0; k < h->steps; k++) {
@@ -85,10 +85,8 @@ static void halve_reduce(halving_t *h)
         size_t gofs = goff(h, glo), gn = goff(h, ghi) - gofs;
         size_t kofs = goff(h, klo), kn = goff(h, khi) - kofs;
         coll_sched_send(h->s, cur + gofs * es, gn * es, peer, (uint32_t)(2 + k), COLL_DEPS(prev));
-        coll_vid_t rv = coll_sched_recv(h->s, tmp, kn * es, peer, (uint32_t)(2 + k),
-                                        COLL_DEPS(prev));
-        prev = coll_sched_reduce(h->s, work + kofs * es, cur + kofs * es, tmp, kn,
-                                 COLL_DEPS(rv, prev));
+        prev = coll_sched_recv_reduce(h->s, work + kofs * es, cur + kofs * es, tmp, kn, peer,
+                                      (uint32_t)(2 + k), COLL_LOCAL_FIRST, COLL_DEPS(prev));
         cur = work;
         lo = klo;
         hi = khi;

@@ -46,12 +46,12 @@ static void ring_chunk(coll_sched_t *s, size_t j, size_t nch, size_t ch, char *b
         if (t > 0)
             acc_reader[(t - 1) % 2] = sv;
         cnt = chunk_of(a, ch, mod(r - t - 2, p), j, &off);
-        coll_vid_t rv = coll_sched_recv(s, buf[t % 2], cnt * es, mod(r - 1, p),
-                                        (uint32_t)(t * nch + j), COLL_DEPS(recv_reader[t % 2]));
-        /* the last step's sum is ours: it goes straight to recvbuf */
+        /* the last step's sum is ours: it goes straight to recvbuf; a
+         * partial buffer is written once the send of two steps ago is done */
         void *dst = t == p - 2 ? COLL_PTR(a->recvbuf, j * ch, es) : buf[2 + t % 2];
-        red = coll_sched_reduce(s, dst, buf[t % 2], COLL_PTR(a->sendbuf, off, es), cnt,
-                                COLL_DEPS(rv, acc_reader[t % 2]));
+        red = coll_sched_recv_reduce(s, dst, COLL_PTR(a->sendbuf, off, es), buf[t % 2], cnt,
+                                     mod(r - 1, p), (uint32_t)(t * nch + j), COLL_INCOMING_FIRST,
+                                     COLL_DEPS(recv_reader[t % 2], acc_reader[t % 2]));
         recv_reader[t % 2] = red;
     }
     cnt = chunk_of(a, ch, r, j, &off);

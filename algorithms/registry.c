@@ -210,6 +210,25 @@ static const coll_algo_t *cheapest(struct coll_comm *comm, const coll_args_t *a,
     return x.best;
 }
 
+/* The cost inputs and usable() depend on the call only through its
+ * size and the deterministic flag (alltoallv's counts are not memoized);
+ * at TRACE every choice is logged, so nothing is memoized. */
+static int memo_hit(const struct coll_comm *comm, const coll_args_t *a)
+{
+    const struct coll_algo_memo *m = &comm->algo_memo[a->coll];
+    return m->algo && !a->sendcounts && m->count == a->count && m->esize == a->esize &&
+           m->det == a->deterministic && !coll_log_enabled(COLL_LOG_TRACE, COLL_SUBSYS_ALGO);
+}
+
+static void memo_store(struct coll_comm *comm, const coll_args_t *a, const coll_algo_t *best)
+{
+    struct coll_algo_memo *m = &comm->algo_memo[a->coll];
+    m->algo = a->sendcounts ? NULL : best;
+    m->count = a->count;
+    m->esize = a->esize;
+    m->det = a->deterministic;
+}
+
 coll_status_t coll_algo_select(struct coll_comm *comm, const coll_args_t *a,
                                const coll_algo_t **algo_p)
 {
@@ -219,6 +238,10 @@ coll_status_t coll_algo_select(struct coll_comm *comm, const coll_args_t *a,
 
     if (forced && (!forced->usable || forced->usable(a, comm->nranks, &why))) {
         *algo_p = forced;
+        return COLL_OK;
+    }
+    if (!forced && memo_hit(comm, a)) {
+        *algo_p = comm->algo_memo[a->coll].algo;
         return COLL_OK;
     }
     /* the table is formatted only when it may be logged: a changed choice
@@ -250,6 +273,8 @@ coll_status_t coll_algo_select(struct coll_comm *comm, const coll_args_t *a,
     }
     COLL_TRACE(COLL_SUBSYS_ALGO, "rank %d: %s: %s (%s)", comm->rank, coll_coll_name(a->coll),
                best->name, tbl);
+    if (!forced)
+        memo_store(comm, a, best);
     *algo_p = best;
     return COLL_OK;
 }

@@ -9,6 +9,8 @@
  * Out of place (src != work) each partial sum is received straight into
  * its block of work, which this phase writes once per block; in place the
  * block still holds our own contribution, so it goes through tmp0/tmp1.
+ * Where the transport reduces as data arrives (coll_sched_recv_reduce),
+ * neither needs the extra pass over the block.
  *
  * Cost: (p-1) alpha + (n/p)(p-1) (beta + gamma) for n bytes.
  */
@@ -41,14 +43,13 @@ coll_vid_t coll_ring_rs_chunk(coll_sched_t *s, const void *src, void *work, size
         if (src != work) {
             /* out of place: each block of work is received once in this
              * phase, so the partial sum lands in place, no scratch */
-            coll_vid_t rv = coll_sched_recv(s, dst, cnt * es, left, (uint32_t)(t * nch + j),
-                                            COLL_NODEPS);
-            red = coll_sched_reduce(s, dst, dst, COLL_PTR(src, off, es), cnt, COLL_DEPS(rv));
+            red = coll_sched_recv_reduce(s, dst, COLL_PTR(src, off, es), dst, cnt, left,
+                                         (uint32_t)(t * nch + j), COLL_INCOMING_FIRST, COLL_NODEPS);
             continue;
         }
-        coll_vid_t rv = coll_sched_recv(s, tmp[t % 2], cnt * es, left, (uint32_t)(t * nch + j),
-                                        COLL_DEPS(tmp_reader[t % 2]));
-        red = coll_sched_reduce(s, dst, tmp[t % 2], COLL_PTR(src, off, es), cnt, COLL_DEPS(rv));
+        red = coll_sched_recv_reduce(s, dst, COLL_PTR(src, off, es), tmp[t % 2], cnt, left,
+                                     (uint32_t)(t * nch + j), COLL_INCOMING_FIRST,
+                                     COLL_DEPS(tmp_reader[t % 2]));
         tmp_reader[t % 2] = red;
     }
     return red;

@@ -131,7 +131,7 @@ static coll_status_t finish(call_t *c, coll_status_t st, coll_request_t *request
     } else if (st == COLL_OK) {
         st = coll_comm_wait(c->comm, 1, &req, NULL, 0);
         if (req->done)
-            coll_request_free(req);
+            coll_request_recycle(c->comm, req);
     }
     coll_comm_exit(c->comm);
     return st;

@@ -99,6 +99,12 @@ coll_status_t coll_comm_fail_recorded(struct coll_comm *comm, coll_status_t stat
     return comm_fail_commit(comm, status);
 }
 
+/* A split's init ends when its parent is aborted (comm.h). */
+static int parent_aborted(const struct coll_comm *comm)
+{
+    return comm->parent_abort && __atomic_load_n(comm->parent_abort, __ATOMIC_ACQUIRE);
+}
+
 /* Upcall from a transport: the link to `peer` broke. */
 static void comm_on_ep_failed(void *core, int peer, coll_status_t status, const char *msg)
 {
@@ -159,6 +165,29 @@ void coll_comm_progress(struct coll_comm *comm)
     coll_sched_progress(comm);
 }
 
+/* Poll the memory-polled transports (COLL_TP_F_POLLED) up to
+ * comm->poll_burst times; 1 once one of them moved something (its
+ * completions are then handed to the schedules). */
+static int poll_burst(struct coll_comm *comm)
+{
+    for (int k = 0; k < comm->poll_burst; k++) {
+        int moved = 0;
+        for (int i = 0; i < comm->niface; i++) {
+            coll_tp_iface_t *f = comm->ifaces[i];
+            int progressed = 0;
+            if (f->ops->flags & COLL_TP_F_POLLED) {
+                f->ops->iface_progress(f, &progressed);
+                moved |= progressed;
+            }
+        }
+        if (moved) {
+            coll_sched_progress(comm);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static const char *peer_desc(struct coll_comm *comm, int peer)
 {
     coll_tp_ep_t *ep = comm->peers ? comm->peers[peer].ep : NULL;
@@ -172,7 +201,7 @@ static coll_status_t fail_stalled(struct coll_comm *comm, struct coll_request *r
     const char *report;
 
     /* before failing: the running collectives still say what they wait for */
-    snprintf(why, sizeof(why), "%s: no progress for %.1f s (COLL_TIMEOUT)", what ? what : r->op,
+    snprintf(why, sizeof(why), "%s: no progress for %.1f s (COLL_TIMEOUT)", what ? what : coll_request_op(r),
              (double)comm->timeout_ns * 1e-9);
     report = coll_flight_report(comm, why);
     if (report)
@@ -187,7 +216,7 @@ static coll_status_t fail_stalled(struct coll_comm *comm, struct coll_request *r
         coll_census_run(comm, coll_sched_seq(r->sched), &census);
         st = coll_comm_fail(comm, COLL_SUBSYS_COLL, COLL_ERR_TIMEOUT,
                             "%s: no progress for %.1f s (COLL_TIMEOUT); ranks that have not "
-                            "arrived: %s; waiting for: %s", what ? what : r->op,
+                            "arrived: %s; waiting for: %s", what ? what : coll_request_op(r),
                             (double)comm->timeout_ns * 1e-9,
                             census.missing[0] ? census.missing : "none (all are in it)",
                             waiting[0] ? waiting : "nothing in flight");
@@ -198,7 +227,7 @@ static coll_status_t fail_stalled(struct coll_comm *comm, struct coll_request *r
         snprintf(tag, sizeof(tag), ", tag %d", r->tag);
     return coll_comm_fail(comm, COLL_SUBSYS_P2P, COLL_ERR_TIMEOUT,
                           "%s: no progress for %.1f s (COLL_TIMEOUT) %s %zu bytes %s %s%s; "
-                          "%zu of %zu bytes moved", what ? what : r->op,
+                          "%zu of %zu bytes moved", what ? what : coll_request_op(r),
                           (double)comm->timeout_ns * 1e-9,
                           r->kind == COLL_REQ_SEND ? "sending" : "receiving", r->tp.len,
                           r->kind == COLL_REQ_SEND ? "to" : "from",
@@ -222,16 +251,24 @@ static int scan_requests(struct coll_comm *comm, int n, struct coll_request **re
         if (r->tp.bytes_done != r->seen_bytes) {
             r->seen_bytes = r->tp.bytes_done;
             r->stall_since_ns = now;
-        } else if (now - r->stall_since_ns > comm->timeout_ns) {
-            /* A collective counts finished steps; look at the bytes of the
-             * steps in flight too before calling it stalled. */
-            size_t moved = r->sched ? coll_sched_bytes_moved(r->sched) : r->seen_bytes;
-            if (r->kind == COLL_REQ_COLL && moved != r->seen_bytes) {
+        } else if (r->kind == COLL_REQ_COLL && r->sched &&
+                   now - r->sampled_ns > comm->timeout_ns / 10) {
+            /* A collective counts finished steps; the bytes of the steps in
+             * flight are looked at every tenth of the deadline (a walk over
+             * the schedule), so that bytes that moved long ago restart the
+             * clock from about when they moved, not from when the deadline
+             * came: a partition is then reported within 1.1 deadlines. */
+            size_t moved = coll_sched_bytes_moved(r->sched);
+            r->sampled_ns = now;
+            if (moved != r->seen_bytes) {
                 r->tp.bytes_done = r->seen_bytes = moved;
                 r->stall_since_ns = now;
-            } else {
+            } else if (now - r->stall_since_ns > comm->timeout_ns) {
                 *stalled_p = r;
             }
+        } else if (now - r->stall_since_ns > comm->timeout_ns &&
+                   !(r->kind == COLL_REQ_COLL && r->sched)) {
+            *stalled_p = r;
         }
     }
     return pending;
@@ -265,25 +302,42 @@ static void cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *lock, int ms)
     pthread_cond_timedwait(cond, lock, &ts);
 }
 
+static int all_done(int n, struct coll_request **reqs)
+{
+    for (int i = 0; i < n; i++)
+        if (reqs[i] && !reqs[i]->done)
+            return 0;
+    return 1;
+}
+
 coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request **reqs,
                              const char *what, int test_only)
 {
-    uint64_t start = coll_time_ns(), spin_until = start + comm->spin_ns;
+    uint64_t start, spin_until;
     struct coll_request *stalled;
     coll_status_t st;
-    int lead = 0;
+    int lead = 0, polled = 0;
+
+    /* finished while it was started (one rank, or everything local): no
+     * progress pass, no clock */
+    if (all_done(n, reqs))
+        return comm->error != COLL_OK ? comm->error : first_error(n, reqs);
+    start = coll_time_ns();
+    spin_until = start + comm->spin_ns;
 
     for (int i = 0; i < n; i++) {
         struct coll_request *r = reqs[i];
         if (r && !r->done && (!test_only || r->stall_since_ns == 0)) {
             r->seen_bytes = r->tp.bytes_done;
-            r->stall_since_ns = start;
+            r->stall_since_ns = r->sampled_ns = start;
         }
     }
     for (;;) {
         if (!comm->has_leader)
             comm->has_leader = lead = 1;
-        if (lead && (comm->state == COLL_COMM_LIVE || comm->state == COLL_COMM_INIT))
+        if (polled) /* just progressed by poll_burst: look at the requests first */
+            polled = 0;
+        else if (lead && (comm->state == COLL_COMM_LIVE || comm->state == COLL_COMM_INIT))
             coll_comm_progress(comm);
         else if (lead) /* failed: no more I/O, but schedules must still finish */
             coll_sched_progress(comm);
@@ -294,6 +348,11 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
         if (comm->state != COLL_COMM_LIVE && comm->state != COLL_COMM_INIT) {
             st = comm->error != COLL_OK ? comm->error : COLL_ERR_ABORTED; /* not reached */
             break;
+        }
+        if (parent_aborted(comm)) {
+            coll_comm_fail(comm, COLL_SUBSYS_INIT, COLL_ERR_ABORTED, "coll_comm_split: the "
+                           "parent communicator was aborted while this one was created");
+            continue;
         }
         if (stalled) {
             fail_stalled(comm, stalled, what);
@@ -320,8 +379,12 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
              * Back-to-back runs on the busy 2-core development machine,
              * 8-byte all-reduce over TCP: 2 ranks 26 -> 6 us, 4 ranks
              * 31-37 -> 19-22 us (31-37 us without spinning at all); when
-             * the machine is quieter both forms reach about 6 us. */
-            sched_yield();
+             * the machine is quieter both forms reach about 6 us. Before
+             * that, memory-polled transports get a burst of polls: a
+             * shared-memory message arrives faster than a system call. */
+            polled = poll_burst(comm);
+            if (!polled)
+                sched_yield();
         }
     }
     if (lead) {
@@ -352,6 +415,18 @@ static coll_status_t check_init_args(const coll_init_args_t *a)
 }
 
 /* How collectives run on this communicator (COLL_ALGO and friends). */
+static coll_status_t read_poll_burst(struct coll_comm *comm)
+{
+    int64_t burst;
+
+    COLL_CHECK(coll_param_int(COLL_PARAM_POLL_BURST, &burst));
+    if (burst < 0 || burst > 1000000)
+        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
+                          "COLL_POLL_BURST=%lld is out of range (0..1000000)", (long long)burst);
+    comm->poll_burst = (int)burst;
+    return COLL_OK;
+}
+
 static coll_status_t read_coll_settings(struct coll_comm *comm)
 {
     COLL_CHECK(coll_algo_parse_forced(coll_param_raw(COLL_PARAM_ALGO), comm->forced));
@@ -359,6 +434,8 @@ static coll_status_t read_coll_settings(struct coll_comm *comm)
                                         &comm->algo_fallback));
     COLL_CHECK(coll_param_bool(COLL_PARAM_DETERMINISTIC, &comm->deterministic));
     COLL_CHECK(coll_param_bool(COLL_PARAM_CHECK_ARGS, &comm->check_args));
+    COLL_CHECK(coll_param_bool(COLL_PARAM_RECV_REDUCE, &comm->fold));
+    COLL_CHECK(coll_param_bool(COLL_PARAM_CHECKSUM, &comm->checksum));
     COLL_CHECK(coll_param_size(COLL_PARAM_PIPELINE_CHUNK, &comm->chunk_bytes));
     COLL_CHECK(coll_param_size(COLL_PARAM_DET_SCRATCH_MAX, &comm->det_scratch_max));
     if (comm->chunk_bytes < 64)
@@ -407,6 +484,7 @@ static coll_status_t comm_alloc(const coll_init_args_t *a, struct coll_comm **co
     if (a->config && a->config->timeout_ms > 0)
         comm->timeout_ns = (uint64_t)a->config->timeout_ms * 1000000ull;
     COLL_CHECK_GOTO(coll_param_duration_ns(COLL_PARAM_POLL_SPIN, &comm->spin_ns), st, err);
+    COLL_CHECK_GOTO(read_poll_burst(comm), st, err);
     COLL_CHECK_GOTO(read_coll_settings(comm), st, err);
     COLL_CHECK_GOTO(coll_iface_select(&a->uid.root, &comm->local_addr, comm->ifname), st, err);
     COLL_CHECK_GOTO(coll_evloop_create(&comm->ev), st, err);
@@ -452,11 +530,13 @@ static coll_status_t open_ifaces(struct coll_comm *comm, uint64_t deadline_ns)
         .local_addr = &comm->local_addr,
         .evloop = comm->ev,
         .connect_deadline_ns = deadline_ns,
+        .checksum = comm->checksum,
         .core = comm,
         .ep_failed = comm_on_ep_failed,
     };
 
     COLL_CHECK(coll_param_duration_ns(COLL_PARAM_HANDSHAKE_TIMEOUT, &params.handshake_timeout_ns));
+    COLL_CHECK(coll_param_int(COLL_PARAM_TEST_CORRUPT_FRAME, &params.test_corrupt_frame));
     COLL_CHECK(open_iface(comm, coll_tp_self_ops(), &params));
     for (int i = 0; i < count && comm->niface < COLL_TP_MAX; i++)
         if (transport_allowed(reg[i]->name))
@@ -483,6 +563,26 @@ static void describe_self(struct coll_comm *comm, coll_peer_info_t *me)
     gethostname(me->hostname, sizeof(me->hostname) - 1);
     for (int i = 1; i < comm->niface; i++)
         comm->ifaces[i]->ops->iface_addr(comm->ifaces[i], &me->addrs[me->naddrs++]);
+    /* settings that must match, checked by same_settings() on every rank */
+    me->addrs[me->naddrs].tp_id = COLL_TP_CORE;
+    me->addrs[me->naddrs].len = 1;
+    me->addrs[me->naddrs++].data[0] = (uint8_t)comm->checksum;
+}
+
+/* Every rank has the whole table, so every rank finds a difference at
+ * once and fails its init, naming both values (no rank waits). */
+static coll_status_t same_settings(struct coll_comm *comm)
+{
+    for (int p = 0; p < comm->nranks; p++) {
+        const coll_tp_addr_t *core = coll_peer_info_addr(&comm->peers[p].info, COLL_TP_CORE);
+        int theirs = core && core->len >= 1 ? core->data[0] : 0;
+        if (theirs != comm->checksum)
+            return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG, "rank %d: COLL_CHECKSUM "
+                              "differs between ranks: rank %d (%s) has %d, this rank has %d; "
+                              "set it alike on every rank", comm->rank, p,
+                              comm->peers[p].info.hostname, theirs, comm->checksum);
+    }
+    return COLL_OK;
 }
 
 /* The first transport, in priority order, that can reach the peer. */
@@ -551,7 +651,7 @@ static coll_status_t connect_all(struct coll_comm *comm, uint64_t deadline_ns)
         }
         if (!pending)
             return COLL_OK;
-        if (__atomic_load_n(&comm->abort_requested, __ATOMIC_ACQUIRE))
+        if (__atomic_load_n(&comm->abort_requested, __ATOMIC_ACQUIRE) || parent_aborted(comm))
             return coll_comm_fail(comm, COLL_SUBSYS_INIT, COLL_ERR_ABORTED, "init aborted while connecting");
         if (coll_time_ns() > deadline_ns) {
             char missing[256];
@@ -571,6 +671,7 @@ static void comm_teardown(struct coll_comm *comm)
             comm->peers[r].ops->ep_destroy(comm->peers[r].ep);
     coll_sched_drain(comm); /* their messages were just failed by ep_destroy */
     coll_sched_cache_release(comm);
+    coll_request_release_spares(comm);
     free(comm->flight);
     comm->flight = NULL;
     for (int i = comm->niface - 1; i >= 0; i--)
@@ -602,7 +703,8 @@ static void serve_listeners(void *arg)
 static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_init_args_t *a,
                                           uint64_t deadline_ns, struct coll_root **root)
 {
-    coll_waiter_t waiter = {&comm->abort_requested, serve_listeners, comm};
+    coll_waiter_t waiter = {a->parent_abort ? a->parent_abort : &comm->abort_requested,
+                            serve_listeners, comm};
     coll_peer_info_t me, *table = calloc((size_t)a->nranks, sizeof(*table));
     coll_status_t st;
 
@@ -619,6 +721,7 @@ static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_ini
         comm->peers[p].info = table[p];
     free(table);
     COLL_CHECK(st);
+    COLL_CHECK(same_settings(comm));
     COLL_CHECK(create_endpoints(comm));
     COLL_CHECK(connect_all(comm, deadline_ns));
     read_link_costs(comm);
@@ -806,6 +909,7 @@ coll_status_t coll_comm_init_internal(const coll_init_args_t *a, struct coll_com
 
     COLL_CHECK_GOTO(check_init_args(a), st, out);
     COLL_CHECK_GOTO(comm_alloc(a, &comm), st, out);
+    comm->parent_abort = a->parent_abort;
     deadline_ns = t0 + comm->timeout_ns;
     COLL_CHECK_GOTO(open_ifaces(comm, deadline_ns), st, out);
     COLL_CHECK_GOTO(exchange_and_connect(comm, a, deadline_ns, &root), st, out);
@@ -819,6 +923,7 @@ coll_status_t coll_comm_init_internal(const coll_init_args_t *a, struct coll_com
     pthread_mutex_unlock(&comm->lock);
     if (st != COLL_OK)
         goto out;
+    comm->parent_abort = NULL; /* created: its life is its own now */
     register_handle(comm);
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d/%d: communicator %p ready in %.1f ms (%s; interface %s "
               "%s)", a->rank, a->nranks, (void *)comm, (double)(coll_time_ns() - t0) * 1e-6,

@@ -60,6 +60,10 @@ struct coll_comm {
     pthread_cond_t idle;           /* active_calls dropped (abort waits on it) */
     int active_calls;
     int abort_requested;           /* atomic */
+    /* During a split's init nobody holds the new handle, so what can abort
+     * it is the parent's flag (the parent is never freed: a tombstone at
+     * worst); NULL once init is over. */
+    const int *parent_abort;
     int state;
 
     int rank;
@@ -67,6 +71,7 @@ struct coll_comm {
     uint8_t secret[COLL_SECRET_BYTES];
     uint64_t timeout_ns;
     uint64_t spin_ns;
+    int poll_burst;                /* COLL_POLL_BURST */
     coll_addr_t local_addr;        /* interface in use; split roots bind here */
     char ifname[32];
     coll_evloop_t *ev;
@@ -86,15 +91,27 @@ struct coll_comm {
     /* Collective settings, read at init. */
     const struct coll_algo *forced[COLL_MAX_COLLS];      /* COLL_ALGO */
     const struct coll_algo *last_choice[COLL_MAX_COLLS]; /* to log changes */
+    /* The last choice per collective and the call shape it was made for:
+     * a training loop repeats its calls, and the cost model costs a
+     * fraction of a microsecond per call (registry.c). */
+    struct coll_algo_memo { const struct coll_algo *algo; size_t count, esize; int det; }
+        algo_memo[COLL_MAX_COLLS];
     int algo_fallback;             /* COLL_ALGO_FALLBACK: coll_algo_fallback_t */
     int deterministic;
     int check_args;
+    int fold;                      /* COLL_RECV_REDUCE */
+    int checksum;                  /* COLL_CHECKSUM, the same on every rank */
     size_t chunk_bytes;
     size_t det_scratch_max;
     /* Scratch blocks of finished collectives, kept for the next ones (a
      * fresh large block faults in every page on every call); owned by
      * schedule.c, under the lock. */
     struct { void *p; size_t len; } scratch_cache[COLL_SCRATCH_CACHE];
+    /* A finished schedule kept with its arrays, and spare requests, so
+     * that a small collective allocates nothing (schedule.c, p2p.c). */
+    struct coll_sched *sched_spare;
+    struct coll_request *req_spares;
+    int nreq_spares;
     /* Cost model, agreed across ranks at init (the maximum of each), so that
      * every rank chooses the same algorithm for a call. */
     double alpha, beta;            /* the slowest transport in use */
@@ -129,9 +146,12 @@ struct coll_request {
     coll_status_t status;
     size_t seen_bytes;      /* tp.bytes_done when last looked at */
     uint64_t stall_since_ns;
+    uint64_t sampled_ns;    /* a collective's in-flight bytes last looked at */
     struct coll_sched *sched; /* COLL_REQ_COLL: its schedule while running;
                                  send/recv: the schedule it is a step of */
     uint32_t vid;           /* the step, for a send/recv of a schedule */
+    struct coll_request *next_spare; /* in comm->req_spares while unused */
+    const void *fold_local; /* a folding receive's local operand (coll_sched_fold) */
 };
 
 /* ---- creation ----------------------------------------------------------- */
@@ -146,6 +166,7 @@ typedef struct coll_init_args {
     const coll_config_t *config;   /* may be NULL */
     struct coll_root *root;        /* a root this process runs for the job */
     const char *how;               /* "unique id", "torchrun", ... for logs */
+    const int *parent_abort;       /* split: the parent's abort_requested */
 } coll_init_args_t;
 
 /* Build a communicator: bootstrap, choose a transport per peer, connect.
@@ -186,10 +207,13 @@ coll_status_t coll_p2p_irecv(struct coll_comm *comm, void *buf, size_t bytes, in
  * clear the array. `what` names the operation in timeout messages. */
 coll_status_t coll_p2p_waitall(struct coll_comm *comm, int n, struct coll_request **reqs,
                                const char *what);
-/* Post a step of a schedule; its completion is reported to the schedule. */
+/* Post a step of a schedule; its completion is reported to the schedule.
+ * A receive with fold_local != NULL reduces as it arrives (the peer's
+ * transport has COLL_TP_F_RECV_FOLD) into buf, with fold_local as the
+ * other operand (coll_sched_fold). */
 coll_status_t coll_p2p_post_vertex(struct coll_comm *comm, int kind, void *buf, size_t bytes,
                                    int peer, uint64_t tag, struct coll_sched *s, uint32_t vid,
-                                   struct coll_request **req_p);
+                                   const void *fold_local, struct coll_request **req_p);
 
 /* One non-blocking pass of the progress engine. */
 void coll_comm_progress(struct coll_comm *comm);
@@ -201,6 +225,13 @@ void coll_comm_progress(struct coll_comm *comm);
 coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request **reqs,
                              const char *what, int test_only);
 void coll_request_free(struct coll_request *req);
+/* Internal requests, under the lock: get one (zeroed; NULL when out of
+ * memory) and give it back for reuse; release the spares at teardown. */
+struct coll_request *coll_request_get(struct coll_comm *comm);
+void coll_request_recycle(struct coll_comm *comm, struct coll_request *req);
+void coll_request_release_spares(struct coll_comm *comm);
+/* What posted the request, for messages ("allreduce #12 (ring)", "send"). */
+const char *coll_request_op(const struct coll_request *req);
 /* A request completed: wake the threads that may be waiting for it. */
 void coll_comm_wake_waiters(struct coll_comm *comm);
 

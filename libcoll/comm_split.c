@@ -3,6 +3,7 @@
  * key) over the parent; the lowest parent rank of each color becomes the
  * new communicator's root, sends its members a fresh unique id (new secret,
  * root bound on the parent's interface), and all members init from it.
+ * coll_comm_abort on the parent interrupts the split in either part.
  * The new communicator has its own connections, so its traffic can never
  * meet the parent's or a sibling's.
  */
@@ -100,7 +101,8 @@ static coll_status_t share_id(struct coll_comm *comm, uint32_t seq, const split_
 coll_status_t coll_comm_split(coll_comm_t comm, int color, int key, coll_comm_t *newcomm)
 {
     coll_config_t config = COLL_CONFIG_INITIALIZER;
-    coll_init_args_t args = {.how = "split", .config = &config};
+    coll_init_args_t args = {.how = "split", .config = &config,
+                             .parent_abort = comm ? &comm->abort_requested : NULL};
     split_member_t *members = NULL;
     uint8_t *all = NULL;
     coll_status_t st;

@@ -17,9 +17,15 @@
 
 /* ---- requests ---------------------------------------------------------------- */
 
+const char *coll_request_op(const struct coll_request *req)
+{
+    return req->sched ? coll_sched_name(req->sched) : req->op;
+}
+
 static void describe_failure(struct coll_request *req, coll_status_t status)
 {
     struct coll_comm *comm = req->comm;
+    const char *op = coll_request_op(req);
     const char *dir = req->kind == COLL_REQ_SEND ? "to" : "from";
     const char *peer = comm->peers && comm->peers[req->peer].ep ? comm->peers[req->peer].ep->desc
                                                                 : "?";
@@ -29,15 +35,15 @@ static void describe_failure(struct coll_request *req, coll_status_t status)
         snprintf(tag, sizeof(tag), " tag %d", req->tag);
     if (status == COLL_ERR_SIZE_MISMATCH)
         coll_comm_error(comm, COLL_SUBSYS_P2P, status, "%s %s %s%s: the message has %zu bytes, "
-                        "the receive expects %zu", req->op, dir, peer, tag, req->tp.bytes_done,
+                        "the receive expects %zu", op, dir, peer, tag, req->tp.bytes_done,
                         req->tp.len);
     else if (status == COLL_ERR_PEER_FAILED)
         coll_comm_error(comm, COLL_SUBSYS_P2P, status, "%s %s %s%s (%zu bytes): rank %d left the "
-                        "communicator before the message was delivered", req->op, dir, peer, tag,
+                        "communicator before the message was delivered", op, dir, peer, tag,
                         req->tp.len, req->peer);
     else if (status == COLL_ERR_INVALID_USAGE)
         coll_comm_error(comm, COLL_SUBSYS_P2P, status, "%s %s %s%s (%zu bytes) was still pending "
-                        "when the communicator was destroyed", req->op, dir, peer, tag,
+                        "when the communicator was destroyed", op, dir, peer, tag,
                         req->tp.len);
 }
 
@@ -62,9 +68,48 @@ void coll_request_free(struct coll_request *req)
     free(req);
 }
 
+/* Spare requests, a list through ->next_spare: a small collective posts a few
+ * messages per call, and malloc/free were a sixth of its time. */
+#define REQ_SPARES_MAX 64
+
+struct coll_request *coll_request_get(struct coll_comm *comm)
+{
+    struct coll_request *req = comm->req_spares;
+
+    if (!req)
+        return calloc(1, sizeof(*req));
+    comm->req_spares = req->next_spare;
+    comm->nreq_spares--;
+    memset(req, 0, sizeof(*req));
+    return req;
+}
+
+void coll_request_recycle(struct coll_comm *comm, struct coll_request *req)
+{
+    if (comm->nreq_spares >= REQ_SPARES_MAX) {
+        coll_request_free(req);
+        return;
+    }
+    req->magic = 0;
+    req->next_spare = comm->req_spares;
+    comm->req_spares = req;
+    comm->nreq_spares++;
+}
+
+void coll_request_release_spares(struct coll_comm *comm)
+{
+    while (comm->req_spares) {
+        struct coll_request *req = comm->req_spares;
+        comm->req_spares = req->next_spare;
+        free(req);
+    }
+    comm->nreq_spares = 0;
+}
+
 static coll_status_t post(struct coll_comm *comm, const char *op, int kind, void *buf,
                           size_t bytes, int peer, uint64_t tag, int user_tag,
-                          struct coll_sched *sched, uint32_t vid, struct coll_request **req_p)
+                          struct coll_sched *sched, uint32_t vid, const void *fold_local,
+                          struct coll_request **req_p)
 {
     struct coll_request *req;
     coll_peer_t *p;
@@ -72,7 +117,7 @@ static coll_status_t post(struct coll_comm *comm, const char *op, int kind, void
 
     if (comm->state != COLL_COMM_LIVE)
         return comm->error != COLL_OK ? comm->error : COLL_ERR_INVALID_COMM;
-    req = calloc(1, sizeof(*req));
+    req = coll_request_get(comm);
     if (!req)
         return coll_comm_error(comm, COLL_SUBSYS_P2P, COLL_ERR_NO_MEMORY, "cannot allocate a request");
     req->sched = sched;
@@ -87,11 +132,13 @@ static coll_status_t post(struct coll_comm *comm, const char *op, int kind, void
     req->tp.buf = buf;
     req->tp.len = bytes;
     req->tp.complete = req_complete;
+    req->tp.fold = fold_local ? coll_sched_fold : NULL;
+    req->fold_local = fold_local;
     p = &comm->peers[peer];
     st = kind == COLL_REQ_SEND ? p->ops->ep_isend(p->ep, &req->tp)
                                : p->ops->ep_irecv(p->ep, &req->tp);
     if (st != COLL_OK) {
-        coll_request_free(req);
+        coll_request_recycle(comm, req);
         return st;
     }
     *req_p = req;
@@ -101,20 +148,22 @@ static coll_status_t post(struct coll_comm *comm, const char *op, int kind, void
 coll_status_t coll_p2p_isend(struct coll_comm *comm, const void *buf, size_t bytes, int peer,
                              uint64_t tag, struct coll_request **req_p)
 {
-    return post(comm, "send", COLL_REQ_SEND, (void *)buf, bytes, peer, tag, -1, NULL, 0, req_p);
+    return post(comm, "send", COLL_REQ_SEND, (void *)buf, bytes, peer, tag, -1, NULL, 0, NULL,
+                req_p);
 }
 
 coll_status_t coll_p2p_irecv(struct coll_comm *comm, void *buf, size_t bytes, int peer,
                              uint64_t tag, struct coll_request **req_p)
 {
-    return post(comm, "receive", COLL_REQ_RECV, buf, bytes, peer, tag, -1, NULL, 0, req_p);
+    return post(comm, "receive", COLL_REQ_RECV, buf, bytes, peer, tag, -1, NULL, 0, NULL, req_p);
 }
 
 coll_status_t coll_p2p_post_vertex(struct coll_comm *comm, int kind, void *buf, size_t bytes,
                                    int peer, uint64_t tag, struct coll_sched *s, uint32_t vid,
-                                   struct coll_request **req_p)
+                                   const void *fold_local, struct coll_request **req_p)
 {
-    return post(comm, coll_sched_name(s), kind, buf, bytes, peer, tag, -1, s, vid, req_p);
+    /* the schedule names the step (coll_request_op) */
+    return post(comm, "collective", kind, buf, bytes, peer, tag, -1, s, vid, fold_local, req_p);
 }
 
 coll_status_t coll_p2p_waitall(struct coll_comm *comm, int n, struct coll_request **reqs,
@@ -179,7 +228,7 @@ static coll_status_t user_post(const char *fn, int kind, void *buf, size_t count
         st = check_peer_tag(comm, fn, peer, tag);
     if (st == COLL_OK)
         st = post(comm, fn, kind, buf, bytes, peer,
-                  coll_tag_make(COLL_TAG_USER, 0, (uint32_t)tag), tag, NULL, 0, req_p);
+                  coll_tag_make(COLL_TAG_USER, 0, (uint32_t)tag), tag, NULL, 0, NULL, req_p);
     coll_comm_exit(comm);
     return st;
 }
@@ -239,10 +288,12 @@ coll_status_t coll_sendrecv(const void *sendbuf, size_t sendcount, coll_datatype
     /* Receive first, so that a peer doing the same never waits on us. */
     if (st == COLL_OK)
         st = post(comm, fn, COLL_REQ_RECV, recvbuf, rbytes, source,
-                  coll_tag_make(COLL_TAG_USER, 0, (uint32_t)recvtag), recvtag, NULL, 0, &reqs[0]);
+                  coll_tag_make(COLL_TAG_USER, 0, (uint32_t)recvtag), recvtag, NULL, 0, NULL,
+                  &reqs[0]);
     if (st == COLL_OK)
         st = post(comm, fn, COLL_REQ_SEND, (void *)sendbuf, sbytes, dest,
-                  coll_tag_make(COLL_TAG_USER, 0, (uint32_t)sendtag), sendtag, NULL, 0, &reqs[1]);
+                  coll_tag_make(COLL_TAG_USER, 0, (uint32_t)sendtag), sendtag, NULL, 0, NULL,
+                  &reqs[1]);
     coll_comm_exit(comm);
     coll_status_t wst = coll_waitall(2, reqs);
     return st != COLL_OK ? st : wst;

@@ -74,6 +74,15 @@ typedef enum coll_param_type {
     X(POLL_SPIN, COLL_PARAM_DURATION, "20us",                                            \
       "How long a waiting thread polls (yielding the core between polls) before it "    \
       "sleeps in the kernel")                                                            \
+    X(POLL_BURST, COLL_PARAM_INT, "16",                                                 \
+      "While spinning, polls of shared-memory rings between two system calls (the "     \
+      "event-loop check and the yield to other processes); 0: a system call after every " \
+      "poll")                                                                            \
+    X(RECV_REDUCE, COLL_PARAM_BOOL, "1",                                                \
+      "Reduce data as it arrives where the transport allows it (shared memory: "         \
+      "straight from the ring, or a cache-sized piece at a time from the peer's memory) " \
+      "instead of receiving it into a buffer and reducing that; 0: always the two "      \
+      "steps")                                                                           \
     X(SHM_RING_SIZE, COLL_PARAM_SIZE, "512K",                                            \
       "Shared-memory transport: bytes of each ring (one per direction and pair of "      \
       "ranks on a host, in /dev/shm; a power of two, 16K to 64M); the same on every "    \
@@ -84,6 +93,16 @@ typedef enum coll_param_type {
     X(SHM_CMA_THRESHOLD, COLL_PARAM_SIZE, "512K",                                         \
       "Shared-memory transport: messages from this size on take the single-copy path "   \
       "(smaller ones are copied into the ring and out)")                                 \
+    X(CHECKSUM, COLL_PARAM_BOOL, "0",                                                    \
+      "Put a CRC-32C in every transport frame (TCP: header and payload; shared memory: " \
+      "every ring record; not the data that large shared-memory messages copy straight " \
+      "from the sender's memory) and fail with COLL_ERR_DATA_CORRUPTION, naming the "   \
+      "link, on a mismatch. Must be the same on every rank (init fails, naming both "    \
+      "values, if not)")                                                                 \
+    X(TEST_CORRUPT_FRAME, COLL_PARAM_INT, "0",                                           \
+      "Test hook, for testing COLL_CHECKSUM only: flip the first payload byte of the "   \
+      "n-th data frame of at least 64 bytes that this process receives (counted over "   \
+      "all communicators and transports; init's own messages are smaller); 0: off")                                                          \
     X(ALGO, COLL_PARAM_STR, "",                                                          \
       "Force algorithms per collective, e.g. allreduce:ring,bcast:binomial (collinfo "   \
       "--algos lists them); empty: the cost model chooses")                              \

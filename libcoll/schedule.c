@@ -9,6 +9,7 @@
  * send or receive from inside a transport callback would re-enter the
  * transport in the middle of its own work, which is why the two are split.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,6 @@
 #include "flight.h"
 #include "log.h"
 #include "reduce.h"
-#include "flight.h"
 #include "schedule.h"
 
 enum { V_SEND, V_RECV, V_REDUCE, V_COPY, V_AVG, V_JOIN, V_CHECK };
@@ -28,6 +28,8 @@ typedef struct coll_vertex {
     uint32_t deps_left;
     uint32_t succ_first, nsucc; /* into s->succ, set by start */
     uint32_t mtag;
+    uint8_t fold;               /* recv: reduce as it arrives, dst = incoming op a */
+    uint8_t local_first;        /* ... or dst = a op incoming */
     int peer;
     void *dst;
     const void *a, *b;
@@ -40,27 +42,35 @@ struct coll_sched {
     struct coll_comm *comm;
     coll_list_t link;           /* comm->scheds while running */
     uint32_t seq;
-    char name[64];              /* "allreduce #12 (ring)", for messages */
+    const char *algo;           /* static: the algorithm's name */
+    char name[64];              /* "allreduce #12 (ring)", for messages; formatted
+                                   when first asked for (snprintf per call shows
+                                   in the profile of small collectives) */
     coll_args_t args;
-    coll_vertex_t *v;
-    uint32_t nv, capv;
-    uint32_t (*edge)[2];        /* build time: (from, to) */
-    uint32_t ne, cape;
-    uint32_t *succ;             /* successor lists, concatenated */
-    uint32_t *ready, nready;    /* released, not yet started */
-    uint32_t *completed;        /* messages done, noted by callbacks */
-    coll_status_t *completed_st;
-    uint32_t ncompleted;
+    uint32_t nv, ne, nready, ncompleted, nscratch; /* entries used in the arrays below */
     uint32_t left;              /* vertices not done */
     uint32_t inflight;          /* messages started, not done */
     size_t bytes_done;
     coll_status_t status;       /* first error (building or running) */
     coll_vid_t gate;            /* every new vertex waits for it (-1: none) */
     coll_vid_t failed;          /* the vertex that failed first (-1: none) */
-    struct coll_scratch { void *p; size_t len; } *scratch;
-    uint32_t nscratch, capscratch;
     struct coll_request *req;   /* the collective's request */
+    /* From here on: arrays and their capacities, kept when the schedule is
+     * recycled (take_spare), so that a small collective allocates nothing. */
+    coll_vertex_t *v;
+    uint32_t capv;
+    uint32_t (*edge)[2];        /* build time: (from, to) */
+    uint32_t cape;
+    uint32_t *succ, capsucc;    /* successor lists, concatenated */
+    uint32_t *ready;            /* released, not yet started */
+    uint32_t *completed;        /* messages done, noted by callbacks */
+    coll_status_t *completed_st;
+    uint32_t capnodes;          /* capacity of ready, completed, completed_st */
+    struct coll_scratch { void *p; size_t len; } *scratch;
+    uint32_t capscratch;
 };
+
+#define SCHED_KEPT offsetof(coll_sched_t, v) /* the part take_spare keeps */
 
 static const char *const coll_names[COLL_NUM_COLLS] = {
     [COLL_BARRIER] = "barrier",       [COLL_BCAST] = "broadcast",
@@ -82,6 +92,10 @@ const coll_args_t *coll_sched_args(const coll_sched_t *s)
 
 const char *coll_sched_name(const coll_sched_t *s)
 {
+    coll_sched_t *m = (coll_sched_t *)s; /* the name is a cache */
+    if (!m->name[0])
+        snprintf(m->name, sizeof(m->name), "%s #%u (%s)", coll_coll_name(s->args.coll), s->seq,
+                 s->algo);
     return s->name;
 }
 
@@ -175,8 +189,23 @@ static void scratch_give(struct coll_comm *comm, void *p, size_t len)
     comm->scratch_cache[victim].len = len;
 }
 
+static void free_arrays(coll_sched_t *s)
+{
+    free(s->scratch);
+    free(s->v);
+    free(s->edge);
+    free(s->succ);
+    free(s->ready);
+    free(s->completed);
+    free(s->completed_st);
+    free(s);
+}
+
 void coll_sched_cache_release(struct coll_comm *comm)
 {
+    if (comm->sched_spare)
+        free_arrays(comm->sched_spare);
+    comm->sched_spare = NULL;
     for (int i = 0; i < COLL_SCRATCH_CACHE; i++) {
         free(comm->scratch_cache[i].p);
         comm->scratch_cache[i].p = NULL;
@@ -261,6 +290,47 @@ coll_vid_t coll_sched_recv(coll_sched_t *s, void *buf, size_t bytes, int peer, u
     return add_message(s, V_RECV, buf, bytes, peer, mtag, ndeps, deps);
 }
 
+coll_vid_t coll_sched_recv_reduce(coll_sched_t *s, void *dst, const void *local, void *tmp,
+                                  size_t count, int peer, uint32_t mtag, int order, int ndeps,
+                                  const coll_vid_t *deps)
+{
+    size_t bytes = count * s->args.esize;
+    const coll_peer_t *pr = &s->comm->peers[peer];
+
+    if (count > 0 && s->comm->fold && pr->ops && (pr->ops->flags & COLL_TP_F_RECV_FOLD)) {
+        coll_vid_t id = add_message(s, V_RECV, dst, bytes, peer, mtag, ndeps, deps);
+        if (id >= 0) {
+            s->v[id].a = local;
+            s->v[id].fold = 1;
+            s->v[id].local_first = order == COLL_LOCAL_FIRST;
+        }
+        return id;
+    }
+    if (!tmp)
+        tmp = coll_sched_scratch(s, bytes);
+    coll_vid_t rv = coll_sched_recv(s, tmp, bytes, peer, mtag, ndeps, deps);
+    if (order == COLL_LOCAL_FIRST)
+        return coll_sched_reduce(s, dst, local, tmp, count, COLL_DEPS(rv));
+    return coll_sched_reduce(s, dst, tmp, local, count, COLL_DEPS(rv));
+}
+
+void coll_sched_fold(coll_tp_req_t *tp, size_t off, const void *src, size_t bytes)
+{
+    struct coll_request *req = (struct coll_request *)tp;
+    const coll_sched_t *s = req->sched;
+    const void *local;
+
+    if (!s) /* detached from a failed collective: nobody reads the result */
+        return;
+    local = (const uint8_t *)req->fold_local + off;
+    if (s->v[req->vid].local_first)
+        (void)coll_reduce_local((uint8_t *)tp->buf + off, local, src, bytes / s->args.esize,
+                                s->args.dt, s->args.op);
+    else
+        (void)coll_reduce_local((uint8_t *)tp->buf + off, src, local, bytes / s->args.esize,
+                                s->args.dt, s->args.op);
+}
+
 static coll_vid_t add_local(coll_sched_t *s, int type, void *dst, const void *a, const void *b,
                             size_t len, int ndeps, const coll_vid_t *deps)
 {
@@ -313,19 +383,31 @@ void coll_sched_set_gate(coll_sched_t *s, coll_vid_t gate)
     s->gate = gate;
 }
 
-coll_status_t coll_sched_create(struct coll_comm *comm, const coll_args_t *args,
-                                const char *name, coll_sched_t **s_p)
+/* A recycled schedule: the arrays stay, everything else starts at zero. */
+static coll_sched_t *take_spare(struct coll_comm *comm)
 {
-    coll_sched_t *s = calloc(1, sizeof(*s));
+    coll_sched_t *s = comm->sched_spare;
+
+    if (!s)
+        return calloc(1, sizeof(*s));
+    comm->sched_spare = NULL;
+    memset(s, 0, SCHED_KEPT);
+    return s;
+}
+
+coll_status_t coll_sched_create(struct coll_comm *comm, const coll_args_t *args,
+                                const char *algo, coll_sched_t **s_p)
+{
+    coll_sched_t *s = take_spare(comm);
     if (!s)
         return coll_comm_error(comm, COLL_SUBSYS_COLL, COLL_ERR_NO_MEMORY,
                                "cannot allocate a schedule");
     s->comm = comm;
     s->args = *args;
     s->seq = comm->coll_seq;
+    s->algo = algo;
     s->gate = -1;
     s->failed = -1;
-    snprintf(s->name, sizeof(s->name), "%s #%u (%s)", coll_coll_name(args->coll), s->seq, name);
     coll_list_init(&s->link);
     *s_p = s;
     return COLL_OK;
@@ -333,21 +415,24 @@ coll_status_t coll_sched_create(struct coll_comm *comm, const coll_args_t *args,
 
 void coll_sched_free(coll_sched_t *s)
 {
+    int running = 0;
+
     if (!s)
         return;
-    for (uint32_t i = 0; i < s->nv; i++)
-        if (s->v[i].req) /* never for a finished schedule: see sched_finish */
+    for (uint32_t i = 0; i < s->nv; i++) {
+        if (s->v[i].req) { /* never for a finished schedule: see sched_finish */
             s->v[i].req->sched = NULL;
+            running = 1;
+        }
+    }
     for (uint32_t i = 0; i < s->nscratch; i++)
         scratch_give(s->comm, s->scratch[i].p, s->scratch[i].len);
-    free(s->scratch);
-    free(s->v);
-    free(s->edge);
-    free(s->succ);
-    free(s->ready);
-    free(s->completed);
-    free(s->completed_st);
-    free(s);
+    s->nscratch = 0;
+    /* one spare per communicator: the next collective reuses its arrays */
+    if (!running && !s->comm->sched_spare)
+        s->comm->sched_spare = s;
+    else
+        free_arrays(s);
 }
 
 /* ---- running ----------------------------------------------------------------- */
@@ -366,7 +451,7 @@ static void vertex_done(coll_sched_t *s, uint32_t id, coll_status_t st)
     if (v->req) {
         s->bytes_done += v->len;
         s->inflight--;
-        coll_request_free(v->req);
+        coll_request_recycle(s->comm, v->req);
         v->req = NULL;
     }
     s->req->tp.bytes_done = s->bytes_done + (s->nv - s->left); /* progress, for stalls */
@@ -391,7 +476,8 @@ static coll_status_t start_message(coll_sched_t *s, uint32_t id)
     s->inflight++;
     coll_status_t st = coll_p2p_post_vertex(s->comm, v->type == V_SEND ? COLL_REQ_SEND
                                                                        : COLL_REQ_RECV,
-                                            v->dst, v->len, v->peer, tag, s, id, &v->req);
+                                            v->dst, v->len, v->peer, tag, s, id,
+                                            v->fold ? v->a : NULL, &v->req);
     if (st != COLL_OK)
         s->inflight--;
     return st;
@@ -505,14 +591,41 @@ void coll_sched_drain(struct coll_comm *comm)
     }
 }
 
+/* Grow a kept array of `esize`-byte elements to hold `n` (no copy: the
+ * contents are rebuilt for each schedule). */
+static int reserve(void **p, uint32_t *cap, uint32_t n, size_t esize)
+{
+    if (n <= *cap && *p)
+        return 0;
+    void *q = malloc((size_t)(n ? n : 1) * esize);
+    if (!q)
+        return -1;
+    free(*p);
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static int reserve_nodes(coll_sched_t *s)
+{
+    uint32_t cap = s->capnodes;
+    if (reserve((void **)&s->ready, &cap, s->nv, sizeof(*s->ready)) != 0)
+        return -1;
+    cap = s->capnodes;
+    if (reserve((void **)&s->completed, &cap, s->nv, sizeof(*s->completed)) != 0)
+        return -1;
+    cap = s->capnodes;
+    if (reserve((void **)&s->completed_st, &cap, s->nv, sizeof(*s->completed_st)) != 0)
+        return -1;
+    s->capnodes = cap;
+    return 0;
+}
+
 /* Edges to successor lists (counting sort by source vertex). */
 static int build_successors(coll_sched_t *s)
 {
-    s->succ = malloc((size_t)(s->ne ? s->ne : 1) * sizeof(*s->succ));
-    s->ready = malloc((size_t)(s->nv ? s->nv : 1) * sizeof(*s->ready));
-    s->completed = malloc((size_t)(s->nv ? s->nv : 1) * sizeof(*s->completed));
-    s->completed_st = malloc((size_t)(s->nv ? s->nv : 1) * sizeof(*s->completed_st));
-    if (!s->succ || !s->ready || !s->completed || !s->completed_st)
+    if (reserve((void **)&s->succ, &s->capsucc, s->ne, sizeof(*s->succ)) != 0 ||
+        reserve_nodes(s) != 0)
         return -1;
     for (uint32_t e = 0; e < s->ne; e++)
         s->v[s->edge[e][0]].nsucc++;
@@ -525,8 +638,6 @@ static int build_successors(coll_sched_t *s)
         coll_vertex_t *from = &s->v[s->edge[e][0]];
         s->succ[from->succ_first + from->nsucc++] = s->edge[e][1];
     }
-    free(s->edge);
-    s->edge = NULL;
     return 0;
 }
 
@@ -537,7 +648,7 @@ coll_status_t coll_sched_start(coll_sched_t *s, struct coll_request **req_p)
 
     if (s->status == COLL_OK && build_successors(s) != 0)
         nomem(s);
-    req = s->status == COLL_OK ? calloc(1, sizeof(*req)) : NULL;
+    req = s->status == COLL_OK ? coll_request_get(comm) : NULL;
     if (!req) {
         coll_status_t st = s->status != COLL_OK ? s->status : COLL_ERR_NO_MEMORY;
         coll_coll_t coll = s->args.coll;
@@ -550,11 +661,12 @@ coll_status_t coll_sched_start(coll_sched_t *s, struct coll_request **req_p)
     req->kind = COLL_REQ_COLL;
     req->peer = -1;
     req->tag = -1;
-    req->op = s->name;
+    req->op = "collective";
     req->sched = s;
     s->req = req;
     s->left = s->nv;
-    COLL_TRACE(COLL_SUBSYS_COLL, "rank %d: %s: %u steps, %u dependencies", comm->rank, s->name,
+    COLL_TRACE(COLL_SUBSYS_COLL, "rank %d: %s: %u steps, %u dependencies", comm->rank,
+               coll_sched_name(s),
                s->nv, s->ne);
     coll_list_push_back(&comm->scheds, &s->link);
     for (uint32_t i = 0; i < s->nv; i++)
@@ -584,7 +696,7 @@ void coll_sched_write_running(struct coll_comm *comm, FILE *f)
     coll_list_for_each_safe(pos, tmp, &comm->scheds) {
         coll_sched_t *s = coll_container_of(pos, coll_sched_t, link);
         coll_sched_describe_wait(s, waiting, sizeof(waiting));
-        fprintf(f, "  %s waits for: %s\n", s->name,
+        fprintf(f, "  %s waits for: %s\n", coll_sched_name(s),
                 waiting[0] ? waiting : "nothing in flight (its next step is not ready)");
     }
 }

@@ -85,6 +85,22 @@ coll_vid_t coll_sched_send(coll_sched_t *s, const void *buf, size_t bytes, int p
                            uint32_t mtag, int ndeps, const coll_vid_t *deps);
 coll_vid_t coll_sched_recv(coll_sched_t *s, void *buf, size_t bytes, int peer, uint32_t mtag,
                            int ndeps, const coll_vid_t *deps);
+/* Operand order of coll_sched_recv_reduce: a min or max that meets a NaN
+ * or a signed zero depends on it, and results must not depend on the path. */
+enum { COLL_INCOMING_FIRST = 0, COLL_LOCAL_FIRST = 1 };
+
+/* Receive `count` elements from `peer` and reduce them with `local` into
+ * dst (dst = incoming op local, or local op incoming; dst may be local).
+ * Where the peer's transport can reduce as the data arrives
+ * (COLL_TP_F_RECV_FOLD) that is one step and tmp is not used; otherwise
+ * the message lands in tmp (which may be dst when dst is not local; NULL:
+ * scratch taken only then) and a reduce step follows. `deps` gate the receive; as the receive may write
+ * dst as soon as it starts, nothing may still read dst (e.g. a send of
+ * it) unless a dependency waits for it. Returns the step after which dst
+ * holds the result. */
+coll_vid_t coll_sched_recv_reduce(coll_sched_t *s, void *dst, const void *local, void *tmp,
+                                  size_t count, int peer, uint32_t mtag, int order, int ndeps,
+                                  const coll_vid_t *deps);
 /* dst[i] = a[i] op b[i] for `count` elements of the collective's datatype
  * and op (dst may be a or b). */
 coll_vid_t coll_sched_reduce(coll_sched_t *s, void *dst, const void *a, const void *b,
@@ -127,6 +143,8 @@ void coll_sched_drain(struct coll_comm *comm);
 /* Free the scratch blocks the communicator kept for later collectives. */
 void coll_sched_cache_release(struct coll_comm *comm);
 void coll_sched_vertex_done(coll_sched_t *s, uint32_t vid, coll_status_t status);
+/* The fold of a receive posted by coll_sched_recv_reduce (transport.h). */
+void coll_sched_fold(coll_tp_req_t *req, size_t off, const void *src, size_t bytes);
 /* Describe what a stalled collective waits for (peers, bytes). */
 void coll_sched_describe_wait(const coll_sched_t *s, char *buf, size_t len);
 /* Each running schedule of the communicator, one line with what it waits

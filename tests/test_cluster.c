@@ -33,6 +33,10 @@
  * leaves a script that still ends (and cleans up) by itself. */
 #define RUN_LIMIT "60"
 
+/* 64 MiB all-reduces, `iters` of them, results checked or not. */
+#define ALLREDUCE_64M(iters, check) \
+    "all_reduce_perf", "-b", "64M", "-e", "64M", "-n", iters, "-w", "0", "-c", check
+
 /* A short sweep: 3 sizes, out of place and in place. */
 #define SWEEP "all_reduce_perf", "-b", "64K", "-e", "1M", "-f", "4", "-n", "3", "-c", "1"
 
@@ -321,6 +325,102 @@ START_TEST(test_partition)
 }
 END_TEST
 
+/* Issue 6 item 8, as written: two hosts whose link drops 5% of the frames
+ * each receives, a 64 MiB all-reduce, results exact (compared bit for bit,
+ * out of place and in place). Links unshaped: the loss is the point. */
+START_TEST(test_loss_5pct_64m)
+{
+    run_t r;
+    row_t rows[4];
+    double pct_sum = 0;
+    int hosts_seen = 0;
+    if (not_root())
+        return;
+    const char *args[] = {"--hosts", "2", "--rate", "none", "--loss", "5%", "--timeout",
+                          RUN_LIMIT, "--", ALLREDUCE_64M("1", "1"), NULL};
+    cluster_run(&r, args, 90);
+    if (skipped(&r))
+        return;
+    ck_assert_msg(r.code == 0, "exit %d:\n%s", r.code, r.out);
+    /* unshaped links: the summary has no percentages, "-" instead */
+    int n = 0;
+    for (const char *ln = strstr(r.out, "% p50"); ln && (ln = strchr(ln, '\n')) && n < 4; ln++)
+        n += sscanf(ln + 1, "# %zu %31s %15s %lf %lf - - %ld", &rows[n].size, rows[n].coll,
+                    rows[n].place, &rows[n].time_us, &rows[n].busbw, &rows[n].wrong) == 6;
+    ck_assert_msg(n == 2, "%d summary rows, expected 2:\n%s", n, r.out);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(rows[i].size == 64u << 20 && rows[i].wrong == 0, "%zu B %s: %ld wrong",
+                      rows[i].size, rows[i].place, rows[i].wrong);
+    /* the rule really dropped about 5% of what each host received */
+    for (const char *p = r.out; (p = strstr(p, "loss rule dropped ")); p++) {
+        double pct = 0;
+        const char *open = strchr(p, '(');
+        if (open && sscanf(open, "(%lf%%", &pct) == 1) {
+            pct_sum += pct;
+            hosts_seen++;
+        }
+    }
+    ck_assert_msg(hosts_seen == 2 && pct_sum / 2 > 3.5 && pct_sum / 2 < 6.5, "loss rule: %d "
+                  "hosts, %.2f%% dropped on average:\n%s", hosts_seen, pct_sum / 2, r.out);
+    printf("test_cluster: 64 MiB all-reduce with 5%% loss (%.2f%% dropped): exact, %.1f s in all\n",
+           pct_sum / 2, r.secs);
+    fflush(stdout);
+    assert_no_namespaces(&r);
+    free(r.out);
+}
+END_TEST
+
+/* Issue 6 item 8: host 1's link drops everything 2 s into a run of 64 MiB
+ * all-reduces (COLL_TIMEOUT=10s, set by the script): each of the two hosts
+ * fails on its own, not ended by the script, within the deadline plus 5 s
+ * of the partition, with an error that names the other rank and its
+ * address. Times are those of cluster.sh's clock, to 0.2 s. */
+START_TEST(test_partition_both_sides)
+{
+    run_t r;
+    double part_at = -1;
+    const char *p;
+    if (not_root())
+        return;
+    const char *args[] = {"--hosts", "2", "--rate", "1gbit", "--partition", "1@2", "--timeout",
+                          RUN_LIMIT, "--", ALLREDUCE_64M("100", "0"), NULL};
+    cluster_run(&r, args, 90);
+    if (skipped(&r))
+        return;
+    ck_assert_msg(r.code != 0, "a partitioned job succeeded:\n%s", r.out);
+    ck_assert_msg((p = strstr(r.out, "host 1 partitioned")) && (p = strstr(p, " at ")) &&
+                  sscanf(p, " at %lf s", &part_at) == 1, "no partition time:\n%s", r.out);
+    for (int h = 0; h < 2; h++) {
+        char head[64], named[32];
+        int status = -1;
+        double ended = -1;
+        snprintf(head, sizeof(head), "host %d (ranks %d..%d): ", h, h, h);
+        ck_assert_msg((p = strstr(r.out, head)), "no verdict for host %d:\n%s", h, r.out);
+        ck_assert_msg(sscanf(p + strlen(head), "collrun exited with status %d at %lf s", &status,
+                             &ended) == 2 && status != 0,
+                      "host %d did not fail by itself:\n%s", h, r.out);
+        ck_assert_msg(ended - part_at <= 10 + 5, "host %d failed %.1f s after the partition "
+                      "(COLL_TIMEOUT 10 s + 5 s allowed):\n%s", h, ended - part_at, r.out);
+        /* its own error, in its stderr lines, names the other rank and host */
+        snprintf(head, sizeof(head), "cluster:   host %d: ", h);
+        snprintf(named, sizeof(named), "rank %d (10.", 1 - h);
+        int found = 0;
+        for (const char *l = r.out; (l = strstr(l, head)); l++) {
+            size_t len = strcspn(l, "\n");
+            char line[2048];
+            snprintf(line, sizeof(line), "%.*s", (int)(len < sizeof(line) ? len : sizeof(line) - 1), l);
+            found |= strstr(line, "COLL_TIMEOUT") && strstr(line, named) != NULL;
+        }
+        ck_assert_msg(found, "host %d's error does not name %s...):\n%s", h, named, r.out);
+        printf("test_cluster: partition: host %d failed %.1f s after it, naming the other rank\n",
+               h, ended - part_at);
+    }
+    fflush(stdout);
+    assert_no_namespaces(&r);
+    free(r.out);
+}
+END_TEST
+
 /* SIGINT mid-sweep: exit 130, no namespace and no process left in one. */
 START_TEST(test_sigint)
 {
@@ -474,6 +574,8 @@ int main(void)
     tcase_add_test(tc, test_sweep);
     tcase_add_test(tc, test_loss);
     tcase_add_test(tc, test_partition);
+    tcase_add_test(tc, test_loss_5pct_64m);
+    tcase_add_test(tc, test_partition_both_sides);
     tcase_add_test(tc, test_sigint);
     tcase_add_test(tc, test_gloo);
     tcase_add_test(tc, test_openmpi);

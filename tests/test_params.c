@@ -1,9 +1,11 @@
 /*
  * test_params.c: the COLL_* variables and logging. Parsers accept exactly
- * the documented forms; every variable is listed in docs/env.md; the log
+ * the documented forms; every variable is listed in docs/env.md and every
+ * status code of coll.h has its section in docs/errors.md; the log
  * honours its level, subsystem filter and file; SHA-256 and HMAC match
  * published vectors (the bootstrap's security rests on them).
  */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -74,16 +76,24 @@ START_TEST(test_param_errors)
 }
 END_TEST
 
+/* The text of a file of the source tree, NUL-terminated (static buffer). */
+static const char *read_doc(const char *path)
+{
+    static char doc[1 << 18];
+    FILE *f = fopen(path, "r");
+    size_t n;
+    ck_assert_msg(f != NULL, "%s is missing (run the tests from the repository root)", path);
+    n = fread(doc, 1, sizeof(doc) - 1, f);
+    fclose(f);
+    ck_assert_msg(n < sizeof(doc) - 1, "%s is larger than this test reads", path);
+    doc[n] = '\0';
+    return doc;
+}
+
 /* Every variable of the table appears in docs/env.md with its default. */
 START_TEST(test_env_doc_complete)
 {
-    FILE *f = fopen("docs/env.md", "r");
-    static char doc[1 << 16];
-    size_t n;
-    ck_assert_msg(f != NULL, "docs/env.md is missing (run the tests from the repository root)");
-    n = fread(doc, 1, sizeof(doc) - 1, f);
-    fclose(f);
-    doc[n] = '\0';
+    const char *doc = read_doc("docs/env.md");
     for (int i = 0; i < COLL_PARAM_COUNT; i++) {
         const coll_param_info_t *p = coll_param_info((coll_param_id_t)i);
         char row[128];
@@ -93,6 +103,57 @@ START_TEST(test_env_doc_complete)
         ck_assert_msg(strstr(strstr(doc, p->name), row), "docs/env.md has the wrong default for "
                       "%s (expected %s)", p->name, row);
     }
+}
+END_TEST
+
+/* Every status code declared in coll.h (read from the header itself, so a
+ * new code cannot be forgotten) has in docs/errors.md a section "## NAME"
+ * that gives its value ("**-N."), a link in the contents, and a name from
+ * coll_status_str. */
+START_TEST(test_errors_doc_complete)
+{
+    char hdr[1 << 16];
+    const char *p;
+    int codes = 0;
+
+    snprintf(hdr, sizeof(hdr), "%s", read_doc("libcoll/coll.h"));
+    const char *doc = read_doc("docs/errors.md");
+    ck_assert_ptr_nonnull(p = strstr(hdr, "typedef enum coll_status"));
+    for (const char *end = strstr(p, "} coll_status_t;"); (p = strstr(p, "    COLL_")) && p < end;
+         p++) {
+        char name[64], want[96], anchor[96];
+        int value;
+        if (sscanf(p, " %63[A-Z_] = %d", name, &value) != 2)
+            continue;
+        codes++;
+        ck_assert_msg(strncmp(coll_status_str((coll_status_t)value), name, strlen(name)) == 0,
+                      "coll_status_str(%d) is '%s', not %s", value,
+                      coll_status_str((coll_status_t)value), name);
+        if (value >= 0) { /* COLL_OK and COLL_INPROGRESS share a section */
+            snprintf(want, sizeof(want), "`%s` (%d)", name, value);
+            ck_assert_msg(strstr(doc, want), "docs/errors.md does not explain %s (%s)", name,
+                          want);
+            continue;
+        }
+        snprintf(want, sizeof(want), "\n## %s\n", name);
+        const char *sec = strstr(doc, want);
+        ck_assert_msg(sec, "docs/errors.md has no section '## %s'", name);
+        snprintf(want, sizeof(want), "**%d.", value);
+        const char *num = strstr(sec + 1, want), *next = strstr(sec + 1, "\n## ");
+        ck_assert_msg(num && (!next || num < next), "docs/errors.md: section %s does not "
+                      "start with its value %s", name, want);
+        ck_assert_msg(strstr(sec, "What to do") && (!next || strstr(sec, "What to do") < next),
+                      "docs/errors.md: section %s does not say what to do", name);
+        size_t k = 0;
+        anchor[k++] = '(';
+        anchor[k++] = '#';
+        for (size_t i = 0; name[i]; i++)
+            anchor[k++] = (char)tolower((unsigned char)name[i]);
+        anchor[k++] = ')';
+        anchor[k] = '\0';
+        ck_assert_msg(strstr(doc, anchor), "docs/errors.md: no link %s in the contents", anchor);
+    }
+    ck_assert_msg(codes >= 18, "read only %d status codes from coll.h", codes);
 }
 END_TEST
 
@@ -238,6 +299,7 @@ static Suite *params_suite(void)
     tcase_add_test(tc, test_parse_size_int_bool);
     tcase_add_test(tc, test_param_errors);
     tcase_add_test(tc, test_env_doc_complete);
+    tcase_add_test(tc, test_errors_doc_complete);
     tcase_add_test(tc, test_log_filters);
     tcase_add_test(tc, test_sha256_vectors);
     tcase_add_test(tc, test_long_specs);

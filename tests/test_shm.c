@@ -397,12 +397,106 @@ START_TEST(test_tiny_dev_shm)
 }
 END_TEST
 
+/* ---- reductions as data arrives (COLL_RECV_REDUCE) ------------------------------ */
+
+/* How the received blocks of a ring all-reduce reach the reduction: the
+ * pipeline chunk and the single-copy threshold pick the path. */
+static const struct fold_case {
+    const char *name, *chunk, *cma_threshold, *fold;
+} fold_cases[] = {
+    {"eager records, folded", "16K", "512K", "1"},
+    {"ring data records, folded", "256K", "512K", "1"},
+    {"single-copy pieces, folded", "2M", "512K", "1"},
+    {"received then reduced (COLL_RECV_REDUCE=0)", "2M", "512K", "0"},
+};
+#define NFOLD (int)(sizeof(fold_cases) / sizeof(fold_cases[0]))
+
+/* Element i of rank r, and what the reduction over p ranks must give:
+ * small integers, so that every float sum is exact in any order. */
+static double fold_value(int r, size_t i, int dt)
+{
+    return dt == COLL_FLOAT64 ? (double)(r + 1) * (double)(1 + i % 3) : (double)(r + 1 + (int)(i % 7));
+}
+
+static double fold_expect(int p, size_t i, int dt)
+{
+    return dt == COLL_FLOAT64 ? (double)(1 + i % 3) : (double)(p * (p + 1) / 2 + p * (int)(i % 7));
+}
+
+static double fold_get(const void *buf, size_t i, int dt)
+{
+    return dt == COLL_FLOAT32 ? ((const float *)buf)[i]
+           : dt == COLL_INT64 ? (double)((const int64_t *)buf)[i]
+                              : ((const double *)buf)[i];
+}
+
+static void fold_put(void *buf, size_t i, int dt, double v)
+{
+    if (dt == COLL_FLOAT32)
+        ((float *)buf)[i] = (float)v;
+    else if (dt == COLL_INT64)
+        ((int64_t *)buf)[i] = (int64_t)v;
+    else
+        ((double *)buf)[i] = v;
+}
+
+static int rank_fold(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const struct fold_case *fc = &fold_cases[*(int *)arg];
+    /* float and int64 sum, double min; an odd count, so blocks and chunks
+     * end off any alignment */
+    static const struct { int dt, op; size_t esize; } kinds[] = {
+        {COLL_FLOAT32, COLL_SUM, 4}, {COLL_INT64, COLL_SUM, 8}, {COLL_FLOAT64, COLL_MIN, 8}};
+    size_t count = 1000003;
+
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    setenv("COLL_ALGO", "allreduce:ring", 1);
+    setenv("COLL_PIPELINE_CHUNK", fc->chunk, 1);
+    setenv("COLL_SHM_CMA_THRESHOLD", fc->cma_threshold, 1);
+    setenv("COLL_RECV_REDUCE", fc->fold, 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        int dt = kinds[k].dt;
+        void *in = malloc(count * kinds[k].esize), *out = malloc(count * kinds[k].esize);
+        RANK_CHECK(in && out, "out of memory");
+        for (int in_place = 0; in_place < 2; in_place++) {
+            for (size_t i = 0; i < count; i++)
+                fold_put(in, i, dt, fold_value(rank, i, dt));
+            RANK_OK(coll_allreduce(in, in_place ? in : out, count, (coll_datatype_t)dt,
+                                   (coll_op_t)kinds[k].op, comm));
+            const void *res = in_place ? in : out;
+            for (size_t i = 0; i < count; i++)
+                RANK_CHECK(fold_get(res, i, dt) == fold_expect(nranks, i, dt),
+                           "%s, type %d, %s: element %zu is %g, expected %g", fc->name, dt,
+                           in_place ? "in place" : "out of place", i, fold_get(res, i, dt),
+                           fold_expect(nranks, i, dt));
+        }
+        free(in);
+        free(out);
+    }
+    coll_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(test_fold_paths)
+{
+    int c = _i;
+    ck_assert_msg(harness_run(3, rank_fold, &c, 120) == 0, "all-reduce over %s",
+                  fold_cases[c].name);
+}
+END_TEST
+
 static Suite *shm_suite(void)
 {
     Suite *s = suite_create("shm");
     TCase *tc = tcase_create("p2p");
     tcase_set_timeout(tc, 150);
     tcase_add_loop_test(tc, test_p2p_paths, 0, NPATHS);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fold");
+    tcase_set_timeout(tc, 150);
+    tcase_add_loop_test(tc, test_fold_paths, 0, NFOLD);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fault");

@@ -26,6 +26,8 @@
 #ifndef COLL_TRANSPORT_H
 #define COLL_TRANSPORT_H
 
+#include <string.h>
+
 #include "evloop.h"
 #include "net.h"
 #include "util.h"
@@ -38,6 +40,14 @@ enum coll_mem_kind {
 };
 #define COLL_MEM_BIT(kind) (1u << (kind))
 
+/* iface_progress alone sees arrivals, by reading memory (no system call):
+ * a waiting thread polls it in bursts of COLL_POLL_BURST between the
+ * event-loop check and the yield, which are system calls and cost more
+ * than a shared-memory message. */
+#define COLL_TP_F_POLLED 1u
+/* The transport honours coll_tp_req_t.fold on receives. */
+#define COLL_TP_F_RECV_FOLD 2u
+
 /* Wire ids of transports, used to label address blobs in the bootstrap. */
 enum coll_tp_id {
     COLL_TP_SELF = 0,
@@ -46,6 +56,9 @@ enum coll_tp_id {
     COLL_TP_OFI = 3,
     COLL_TP_VERBS = 4,
     COLL_TP_CUDA_IPC = 5,
+    /* Not a transport: the core's settings that every rank must share
+     * (comm.c), published beside the transports' addresses. */
+    COLL_TP_CORE = 0xff,
 };
 
 typedef struct coll_tp_addr {
@@ -78,6 +91,12 @@ typedef struct coll_tp_perf {
 
 typedef struct coll_tp_req coll_tp_req_t;
 typedef void (*coll_tp_complete_fn)(coll_tp_req_t *req, coll_status_t status);
+/* Combine `bytes` arriving bytes at src into buf + off (see fold below). */
+typedef void (*coll_tp_fold_fn)(coll_tp_req_t *req, size_t off, const void *src, size_t bytes);
+
+/* Pieces handed to a fold start at multiples of this (and end at one, or
+ * at the end of the message), so that no element is cut in two. */
+#define COLL_TP_FOLD_ALIGN 64
 
 #define COLL_TP_REQ_SCRATCH 128
 
@@ -92,9 +111,25 @@ struct coll_tp_req {
     size_t len;           /* bytes */
     size_t bytes_done;    /* moved so far: the core watches it for stalls */
     coll_tp_complete_fn complete;
+    /* Receive-and-reduce, for transports with COLL_TP_F_RECV_FOLD (NULL
+     * otherwise): arriving bytes go through fold instead of a copy into
+     * buf, so that a reduction reads them where the transport has them
+     * (a shared ring, a bounce buffer in cache) rather than after a copy
+     * to memory. Deliver with coll_tp_deliver. */
+    coll_tp_fold_fn fold;
     /* Transport-private state, so that posting needs no allocation. */
     uint8_t scratch[COLL_TP_REQ_SCRATCH] __attribute__((aligned(16)));
 };
+
+/* Hand `len` received bytes at src, for offset `off` of the message, to
+ * the receive: folded or copied. */
+static inline void coll_tp_deliver(coll_tp_req_t *req, size_t off, const void *src, size_t len)
+{
+    if (req->fold)
+        req->fold(req, off, src, len);
+    else if (len)
+        memcpy((uint8_t *)req->buf + off, src, len);
+}
 
 typedef struct coll_tp_iface coll_tp_iface_t;
 typedef struct coll_tp_ep coll_tp_ep_t;
@@ -109,6 +144,8 @@ typedef struct coll_tp_params {
     coll_evloop_t *evloop;
     uint64_t handshake_timeout_ns;  /* for strangers on our listening port */
     uint64_t connect_deadline_ns;   /* for our own outgoing connections */
+    int checksum;                   /* COLL_CHECKSUM: CRC-32C in every frame */
+    int64_t test_corrupt_frame;     /* COLL_TEST_CORRUPT_FRAME (crc32c.h) */
     void *core;
     /* The link to `peer` is broken (died, aborted, protocol violation):
      * the core fails the communicator. `msg` names the peer. */
@@ -131,6 +168,7 @@ struct coll_tp_ops {
     const char *name;
     uint16_t id;                    /* enum coll_tp_id */
     uint32_t mem_kinds;             /* COLL_MEM_BIT(...) mask */
+    uint32_t flags;                 /* COLL_TP_F_* */
 
     /* Create the per-communicator state and start listening. */
     coll_status_t (*iface_open)(const coll_tp_params_t *params, coll_tp_iface_t **iface_p);

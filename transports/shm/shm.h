@@ -19,6 +19,11 @@
  *   FIN    id=send id                   "I read them myself" (or dropped
  *                                       them: the receive reports it)
  *   BYE    no fields                    the peer left the communicator
+ * With COLL_CHECKSUM=1 (the same on every rank, checked at init), `flags`
+ * holds the CRC-32C of the record (header with flags 0, then payload),
+ * PAD records excepted; the reader checks it before acting on the record.
+ * Data read with process_vm_readv is not covered: the kernel copies it from
+ * the sender's memory, it never passes through the ring.
  * An abort is not a record (the ring may be full): the text goes into the
  * ring's control block and `closed` is set.
  *
@@ -50,6 +55,9 @@
 #define SHM_LINE 64
 #define SHM_REC_HDR 32
 #define SHM_ABORT_TEXT 512
+/* Piece of a single-copy read that is reduced while in cache (cma_fold):
+ * fits in L2 with the local operand's piece beside it. */
+#define SHM_BOUNCE_BYTES (64u << 10)
 /* Smallest and largest ring (COLL_SHM_RING_SIZE is clamped to these). */
 #define SHM_RING_MIN (16u << 10)
 #define SHM_RING_MAX (64u << 20)
@@ -211,18 +219,10 @@ struct shm_iface {
     size_t ring_bytes;
     size_t eager_limit;
     size_t cma_threshold;
+    uint8_t *bounce;          /* SHM_BOUNCE_BYTES for cma_fold, allocated on first use */
     int cma;                  /* we may read peers' memory */
     int hook_set;
-    unsigned idle_polls;      /* progress calls in a row that moved nothing */
 };
-
-/* While the core spins, an idle progress call yields the core once the
- * last SHM_YIELD_AFTER calls found nothing: a peer that shares our core
- * (more ranks than cores, or a busy machine) then runs at once instead of
- * after our whole spin (two ranks on one core took turns spinning 20 us:
- * 47 us per 16-byte all-reduce, 4 us with yields). Data that arrives
- * within the first few polls is never delayed by a yield. */
-#define SHM_YIELD_AFTER 4
 
 /* shm_ring.c: the byte rings and the segment's life. */
 void shm_rings_attach(shm_ep_t *ep);

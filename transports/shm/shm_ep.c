@@ -31,6 +31,8 @@ static void unwatch_pid(shm_ep_t *ep)
     ep->pidfd = -1;
 }
 
+static void post_abort_notice(shm_ep_t *ep, coll_status_t why, const char *reason);
+
 void shm_ep_fail(shm_ep_t *ep, coll_status_t status, const char *fmt, ...)
 {
     char msg[COLL_WIRE_ERRTEXT_MAX];
@@ -41,6 +43,10 @@ void shm_ep_fail(shm_ep_t *ep, coll_status_t status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    /* A corrupted record: the peer is alive and must learn why the link
+     * broke (its other failures mean the peer is gone or not one of us). */
+    if (status == COLL_ERR_DATA_CORRUPTION && ep->state == SHM_EP_READY)
+        post_abort_notice(ep, status, msg);
     ep->state = SHM_EP_CLOSED;
     __atomic_store_n(&ep->armed, 0, __ATOMIC_RELEASE);
     ep->error = status;

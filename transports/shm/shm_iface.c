@@ -226,6 +226,7 @@ static coll_status_t shm_iface_close(coll_tp_iface_t *tiface)
     coll_evloop_del(tiface->params.evloop, &iface->wake_src);
     if (iface->wake_fd >= 0)
         close(iface->wake_fd);
+    free(iface->bounce);
     free(iface->eps);
     free(iface);
     return COLL_OK;
@@ -292,25 +293,19 @@ static coll_status_t shm_iface_query(coll_tp_iface_t *tiface, coll_tp_perf_t *pe
 static coll_status_t shm_iface_progress(coll_tp_iface_t *tiface, int *progressed_p)
 {
     shm_iface_t *iface = (shm_iface_t *)tiface;
-    int nranks = tiface->params.nranks, moved = 0, ready = 0;
+    int nranks = tiface->params.nranks, moved = 0;
 
     for (int r = 0; r < nranks; r++) {
         shm_ep_t *ep = iface->eps[r];
         if (!ep)
             continue;
-        if (ep->state == SHM_EP_READY) {
+        if (ep->state == SHM_EP_READY)
             moved |= shm_ep_poll(ep);
-            ready = 1;
-        }
         else if (ep->state == SHM_EP_WAIT_SEG || ep->state == SHM_EP_WAIT_MAP)
             shm_ep_connect_step(ep);
         if (ep->pidfd < 0 && ep->state != SHM_EP_CLOSED && !ep->peer_left)
             shm_ep_check_alive(ep);
     }
-    if (moved)
-        iface->idle_polls = 0;
-    else if (ready && ++iface->idle_polls > SHM_YIELD_AFTER)
-        sched_yield();
     *progressed_p = moved;
     return COLL_OK;
 }
@@ -338,6 +333,7 @@ const coll_tp_ops_t coll_tp_shm_ops = {
     .name = "shm",
     .id = COLL_TP_SHM,
     .mem_kinds = COLL_MEM_BIT(COLL_MEM_HOST),
+    .flags = COLL_TP_F_POLLED | COLL_TP_F_RECV_FOLD,
     .iface_open = shm_iface_open,
     .iface_close = shm_iface_close,
     .iface_addr = shm_iface_addr,

@@ -42,7 +42,8 @@ void shm_rings_attach(shm_ep_t *ep)
     ep->rx.tail = __atomic_load_n(&ep->rx.ctl->tail, __ATOMIC_ACQUIRE);
     ep->rx.mask = ring - 1;
     /* a record may fill a quarter of the ring: four chunks in flight */
-    ep->max_payload = ring / 4 - SHM_REC_HDR;
+    /* a multiple of COLL_TP_FOLD_ALIGN: a DATA record never cuts an element */
+    ep->max_payload = (ring / 4 - SHM_REC_HDR) / COLL_TP_FOLD_ALIGN * COLL_TP_FOLD_ALIGN;
 }
 
 /* Room for one record of rec_bytes, contiguous; NULL when the ring is too

@@ -16,6 +16,12 @@
  *   ABORT  len, aux = its status (int64), payload = reason: the peer's
  *          communicator failed
  *
+ * With COLL_CHECKSUM=1 (the same on every rank, checked at init) the
+ * header grows by 8 bytes: u32 CRC-32C of the payload, then u32 CRC-32C
+ * of the 36 bytes before it. The receiver checks the header's before it
+ * acts on any field, and the payload's before the message completes; a
+ * mismatch fails the link with COLL_ERR_DATA_CORRUPTION.
+ *
  * Matching order: EAGER and RTS travel on socket 0 only, so messages are
  * matched in the order they were sent. DATA chunks carry their offset and
  * go on whichever socket is free first (striping); they land directly in
@@ -37,6 +43,8 @@
 #include "util/match.h"
 
 #define TCP_HDR_BYTES 32
+/* With COLL_CHECKSUM: the payload's CRC and the header's, 4 bytes each. */
+#define TCP_HDR_MAX (TCP_HDR_BYTES + 8)
 /* Largest eager payload a receiver accepts, whatever the sender's limit. */
 #define TCP_EAGER_MAX (4u << 20)
 /* Sockets per peer: COLL_NSOCKS is capped here (the address blob and the
@@ -73,7 +81,8 @@ void tcp_hdr_decode(const uint8_t in[TCP_HDR_BYTES], tcp_hdr_t *h);
 /* One frame queued on a socket. */
 typedef struct tcp_tx {
     coll_list_t link;
-    uint8_t hdr[TCP_HDR_BYTES];
+    uint8_t hdr[TCP_HDR_MAX];
+    size_t hdr_len;        /* TCP_HDR_BYTES, or TCP_HDR_MAX with checksums */
     const uint8_t *payload;
     size_t payload_len;
     size_t off;            /* bytes of header + payload written */
@@ -137,7 +146,7 @@ typedef struct tcp_conn {
     int bye_queued;
 
     int rx_state;
-    uint8_t rx_hdr_buf[TCP_HDR_BYTES];
+    uint8_t rx_hdr_buf[TCP_HDR_MAX];
     size_t rx_off;
     tcp_hdr_t rx_hdr;
     uint8_t *rx_dst;          /* where payload bytes go */
@@ -148,6 +157,8 @@ typedef struct tcp_conn {
     int in_tx;                /* inside this socket's writer */
     coll_unexp_t *rx_ux;      /* unexpected eager message being filled */
     char rx_text[COLL_WIRE_ERRTEXT_MAX + 1];
+    uint32_t rx_crc;          /* COLL_CHECKSUM: the payload's so far */
+    int rx_corrupt;           /* test hook: flip the payload's first byte */
     uint8_t *rxbuf;           /* TCP_RXBUF staging bytes */
     size_t rxbuf_off, rxbuf_len;
 } tcp_conn_t;
@@ -195,6 +206,7 @@ struct tcp_iface {
     size_t chunk;             /* COLL_TCP_CHUNK */
     int nsocks;               /* COLL_NSOCKS */
     int bufsize;              /* COLL_SOCKET_BUFSIZE (0: the kernel's autotuning) */
+    size_t hdr_len;           /* TCP_HDR_MAX with COLL_CHECKSUM, else TCP_HDR_BYTES */
 };
 
 /* tcp_ep.c */
@@ -214,6 +226,10 @@ void tcp_conn_close_fd(tcp_conn_t *c);
 void tcp_sock_setup(int fd, const tcp_iface_t *iface);
 
 /* tcp_msg.c */
+/* Encode h into out and, with checksums on, append the CRCs of the payload
+ * and of the header; returns the header's length on the wire. */
+size_t tcp_hdr_seal(const tcp_iface_t *iface, const tcp_hdr_t *h, const void *payload,
+                    size_t len, uint8_t out[TCP_HDR_MAX]);
 coll_status_t tcp_ep_isend(coll_tp_ep_t *ep, coll_tp_req_t *req);
 coll_status_t tcp_ep_irecv(coll_tp_ep_t *ep, coll_tp_req_t *req);
 void tcp_conn_on_readable(tcp_conn_t *c);

@@ -157,9 +157,12 @@ void tcp_ep_fail(tcp_ep_t *ep, coll_status_t status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    /* A peer that broke the protocol is alive: it is told why we drop it
-     * (it would otherwise report a peer that died, and pass that on). */
-    if (status == COLL_ERR_PROTOCOL && ep->state == TCP_EP_READY)
+    /* A peer that broke the protocol or corrupted a frame is alive: it
+     * learns why the link broke (it would otherwise report a peer that
+     * died, and pass that on); its other failures mean it is gone or not
+     * one of us. */
+    if ((status == COLL_ERR_PROTOCOL || status == COLL_ERR_DATA_CORRUPTION) &&
+        ep->state == TCP_EP_READY)
         send_abort_notice(ep, status, msg);
     ep->state = TCP_EP_CLOSED;
     ep->error = status;
@@ -404,10 +407,10 @@ static coll_status_t finish_head_frame(tcp_conn_t *c, uint64_t deadline_ns)
 
     if (!head || head->off == 0)
         return COLL_OK;
-    if (head->off < TCP_HDR_BYTES)
-        st = coll_sock_io_deadline(c->fd, head->hdr + head->off, TCP_HDR_BYTES - head->off, 1,
+    if (head->off < head->hdr_len)
+        st = coll_sock_io_deadline(c->fd, head->hdr + head->off, head->hdr_len - head->off, 1,
                                    deadline_ns, NULL);
-    size_t done = head->off > TCP_HDR_BYTES ? head->off - TCP_HDR_BYTES : 0;
+    size_t done = head->off > head->hdr_len ? head->off - head->hdr_len : 0;
     if (st == COLL_OK && head->payload_len > done)
         st = coll_sock_io_deadline(c->fd, (void *)(head->payload + done),
                                    head->payload_len - done, 1, deadline_ns, NULL);
@@ -420,20 +423,20 @@ static coll_status_t finish_head_frame(tcp_conn_t *c, uint64_t deadline_ns)
  * by TCP_ABORT_NOTICE_NS in all. */
 static void send_abort_notice(tcp_ep_t *ep, coll_status_t why, const char *reason)
 {
-    uint8_t frame[TCP_HDR_BYTES + COLL_WIRE_ERRTEXT_MAX];
-    size_t len = strnlen(reason, COLL_WIRE_ERRTEXT_MAX);
+    uint8_t frame[TCP_HDR_MAX + COLL_WIRE_ERRTEXT_MAX];
+    size_t len = strnlen(reason, COLL_WIRE_ERRTEXT_MAX), hl;
     uint64_t deadline = coll_time_ns() + TCP_ABORT_NOTICE_NS;
     tcp_hdr_t h = {.type = TCP_ABORT, .len = len, .aux = (uint64_t)(int64_t)why};
 
     if (ep->tx_errno)
         return;
-    tcp_hdr_encode(&h, frame);
-    memcpy(frame + TCP_HDR_BYTES, reason, len);
+    hl = tcp_hdr_seal(ep->iface, &h, reason, len, frame);
+    memcpy(frame + hl, reason, len);
     for (int i = 0; i < ep->nconn; i++) {
         tcp_conn_t *c = &ep->conn[i];
         if (c->fd < 0 || finish_head_frame(c, deadline) != COLL_OK)
             continue;
-        (void)coll_sock_io_deadline(c->fd, frame, TCP_HDR_BYTES + len, 1, deadline, NULL);
+        (void)coll_sock_io_deadline(c->fd, frame, hl + len, 1, deadline, NULL);
     }
 }
 

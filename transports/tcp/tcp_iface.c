@@ -137,6 +137,7 @@ static coll_status_t read_settings(tcp_iface_t *iface)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "COLL_SOCKET_BUFSIZE=%zu is "
                           "above 1G", bufsize);
     iface->bufsize = (int)bufsize;
+    iface->hdr_len = iface->super.params.checksum ? TCP_HDR_MAX : TCP_HDR_BYTES;
     return COLL_OK;
 }
 

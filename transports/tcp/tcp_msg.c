@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "crc32c.h"
 #include "error.h"
 #include "log.h"
 #include "tcp.h"
@@ -44,12 +45,23 @@ void tcp_hdr_decode(const uint8_t in[TCP_HDR_BYTES], tcp_hdr_t *h)
     h->aux = coll_load_u64(in + 24);
 }
 
+size_t tcp_hdr_seal(const tcp_iface_t *iface, const tcp_hdr_t *h, const void *payload,
+                    size_t len, uint8_t out[TCP_HDR_MAX])
+{
+    tcp_hdr_encode(h, out);
+    if (!iface->super.params.checksum)
+        return TCP_HDR_BYTES;
+    coll_store_u32(out + TCP_HDR_BYTES, coll_crc32c(0, payload, len));
+    coll_store_u32(out + TCP_HDR_BYTES + 4, coll_crc32c(0, out, TCP_HDR_BYTES + 4));
+    return TCP_HDR_MAX;
+}
+
 /* ---- sending ------------------------------------------------------------ */
 
-static void tx_init(tcp_tx_t *tx, const tcp_hdr_t *h, const void *payload, size_t len,
-                    coll_tp_req_t *req)
+static void tx_init(const tcp_iface_t *iface, tcp_tx_t *tx, const tcp_hdr_t *h,
+                    const void *payload, size_t len, coll_tp_req_t *req)
 {
-    tcp_hdr_encode(h, tx->hdr);
+    tx->hdr_len = tcp_hdr_seal(iface, h, payload, len, tx->hdr);
     tx->payload = payload;
     tx->payload_len = len;
     tx->off = 0;
@@ -88,11 +100,10 @@ coll_status_t tcp_tx_control(tcp_ep_t *ep, tcp_conn_t *c, const tcp_hdr_t *h,
                              const void *payload, size_t len, int urgent)
 {
     tcp_tx_t *tx = malloc(sizeof(*tx) + len);
-    (void)ep;
     if (!tx)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "cannot queue a control frame");
     coll_copy(tx + 1, payload, len);
-    tx_init(tx, h, tx + 1, len, NULL);
+    tx_init(ep->iface, tx, h, tx + 1, len, NULL);
     tx->heap = 1;
     conn_enqueue(c, tx, urgent);
     return COLL_OK;
@@ -158,17 +169,17 @@ static void tx_broken(tcp_ep_t *ep, int err)
  * sendmsg: 1 done, 0 blocked, -1 failed (the endpoint is failing). */
 static int tx_write_one(tcp_conn_t *c, tcp_tx_t *tx)
 {
-    size_t total = TCP_HDR_BYTES + tx->payload_len;
+    size_t hl = tx->hdr_len, total = hl + tx->payload_len;
 
     while (tx->off < total) {
         struct iovec iov[2];
         int n = 0;
-        if (tx->off < TCP_HDR_BYTES) {
+        if (tx->off < hl) {
             iov[n].iov_base = tx->hdr + tx->off;
-            iov[n++].iov_len = TCP_HDR_BYTES - tx->off;
+            iov[n++].iov_len = hl - tx->off;
         }
         if (tx->payload_len) {
-            size_t poff = tx->off > TCP_HDR_BYTES ? tx->off - TCP_HDR_BYTES : 0;
+            size_t poff = tx->off > hl ? tx->off - hl : 0;
             iov[n].iov_base = (void *)(tx->payload + poff);
             iov[n++].iov_len = tx->payload_len - poff;
         }
@@ -182,10 +193,10 @@ static int tx_write_one(tcp_conn_t *c, tcp_tx_t *tx)
             tx_broken(c->ep, errno);
             return -1;
         }
-        size_t before = tx->off > TCP_HDR_BYTES ? tx->off - TCP_HDR_BYTES : 0;
+        size_t before = tx->off > hl ? tx->off - hl : 0;
         tx->off += (size_t)w;
-        if (tx->req && tx->off > TCP_HDR_BYTES)
-            tx->req->bytes_done += tx->off - TCP_HDR_BYTES - before;
+        if (tx->req && tx->off > hl)
+            tx->req->bytes_done += tx->off - hl - before;
     }
     return 1;
 }
@@ -201,7 +212,7 @@ static tcp_tx_t *take_chunk(tcp_conn_t *c)
     tcp_hdr_t h = {.type = TCP_DATA, .id = priv->peer_id, .tag = req->tag, .len = len,
                    .aux = off};
 
-    tx_init(&c->data_tx, &h, (const uint8_t *)req->buf + off, len, req);
+    tx_init(ep->iface, &c->data_tx, &h, (const uint8_t *)req->buf + off, len, req);
     priv->data_off = off + len;
     priv->inflight++;
     if (priv->data_off == req->len) {
@@ -270,11 +281,11 @@ coll_status_t tcp_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
     }
     if (req->len <= ep->iface->eager_limit) {
         tcp_hdr_t h = {.type = TCP_EAGER, .tag = req->tag, .len = req->len};
-        tx_init(&priv->tx, &h, req->buf, req->len, req);
+        tx_init(ep->iface, &priv->tx, &h, req->buf, req->len, req);
     } else {
         priv->id = ep->next_send_id++;
         tcp_hdr_t h = {.type = TCP_RTS, .id = priv->id, .tag = req->tag, .len = req->len};
-        tx_init(&priv->tx, &h, NULL, 0, NULL);
+        tx_init(ep->iface, &priv->tx, &h, NULL, 0, NULL);
         coll_list_push_back(&ep->rndv_sends, &req->link);
     }
     /* socket 0 only: its order is the matching order */
@@ -286,6 +297,8 @@ coll_status_t tcp_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
 
 static void rx_expect_payload(tcp_conn_t *c, void *dst, size_t len, coll_tp_req_t *req)
 {
+    c->rx_corrupt = c->rx_hdr.type != TCP_ABORT &&
+                    coll_test_corrupt_due(c->ep->iface->super.params.test_corrupt_frame, len);
     c->rx_state = TCP_RX_PAYLOAD;
     c->rx_dst = dst;
     c->rx_left = len;
@@ -294,6 +307,7 @@ static void rx_expect_payload(tcp_conn_t *c, void *dst, size_t len, coll_tp_req_
 
 static void rx_discard(tcp_conn_t *c, size_t len)
 {
+    c->rx_corrupt = 0;
     c->rx_state = TCP_RX_DISCARD;
     c->rx_left = len;
 }
@@ -446,11 +460,37 @@ static void on_bye(tcp_conn_t *c)
     tcp_ep_fail_pending_rndv(ep, COLL_ERR_PEER_FAILED);
 }
 
+/* COLL_CHECKSUM: a frame whose header or payload fails its CRC fails the
+ * link before anything of it completes a request. */
+static int rx_corrupted(tcp_conn_t *c, const char *what, uint32_t got, uint32_t want)
+{
+    tcp_ep_t *ep = c->ep;
+    if (got == want)
+        return 0;
+    tcp_ep_fail(ep, COLL_ERR_DATA_CORRUPTION, "data corruption on the link from %s to rank %d "
+                "(tcp socket %d): a frame's %s failed its CRC-32C (computed %08x, sent %08x); "
+                "its message was not delivered", ep->super.desc, ep->iface->super.params.rank,
+                c->idx, what, got, want);
+    return 1;
+}
+
+/* The payload's checksum, once its last byte is in. */
+static int rx_payload_corrupted(tcp_conn_t *c)
+{
+    return c->ep->iface->super.params.checksum &&
+           rx_corrupted(c, "payload", c->rx_crc, coll_load_u32(c->rx_hdr_buf + TCP_HDR_BYTES));
+}
+
 static void on_header(tcp_conn_t *c)
 {
     tcp_ep_t *ep = c->ep;
     tcp_hdr_t *h = &c->rx_hdr;
 
+    if (ep->iface->super.params.checksum &&
+        rx_corrupted(c, "header", coll_crc32c(0, c->rx_hdr_buf, TCP_HDR_BYTES + 4),
+                     coll_load_u32(c->rx_hdr_buf + TCP_HDR_BYTES + 4)))
+        return;
+    c->rx_crc = 0;
     tcp_hdr_decode(c->rx_hdr_buf, h);
     c->rx_state = TCP_RX_HDR;
     switch (h->type) {
@@ -506,6 +546,11 @@ static void on_payload_done(tcp_conn_t *c)
 
     c->rx_state = TCP_RX_HDR;
     c->rx_req = NULL;
+    if (rx_payload_corrupted(c)) {
+        if (req && h->type == TCP_EAGER)
+            req->complete(req, COLL_ERR_DATA_CORRUPTION); /* in no list */
+        return;
+    }
     if (h->type == TCP_ABORT) {
         tcp_ep_fail(ep, coll_tp_abort_status((int64_t)h->aux), "%s aborted: %s", ep->super.desc,
                     c->rx_text);
@@ -575,18 +620,30 @@ static ssize_t conn_read(tcp_conn_t *c, void *dst, size_t len)
     return n;
 }
 
+/* n payload bytes just arrived at p: the test hook, then the checksum. */
+static void rx_payload_bytes(tcp_conn_t *c, uint8_t *p, size_t n)
+{
+    if (c->rx_corrupt) {
+        p[0] ^= 0x01;
+        c->rx_corrupt = 0;
+    }
+    if (c->ep->iface->super.params.checksum)
+        c->rx_crc = coll_crc32c(c->rx_crc, p, n);
+}
+
 static void rx_loop(tcp_conn_t *c)
 {
     static __thread uint8_t sink[TCP_DISCARD_CHUNK];
     tcp_ep_t *ep = c->ep;
+    size_t hl = ep->iface->hdr_len;
 
     c->rx_drained = 0;
     while (ep->state == TCP_EP_READY && c->fd >= 0) {
         ssize_t n;
         switch (c->rx_state) {
         case TCP_RX_HDR:
-            n = conn_read(c, c->rx_hdr_buf + c->rx_off, TCP_HDR_BYTES - c->rx_off);
-            if (n > 0 && (c->rx_off += (size_t)n) == TCP_HDR_BYTES) {
+            n = conn_read(c, c->rx_hdr_buf + c->rx_off, hl - c->rx_off);
+            if (n > 0 && (c->rx_off += (size_t)n) == hl) {
                 c->rx_off = 0;
                 on_header(c);
             }
@@ -594,6 +651,7 @@ static void rx_loop(tcp_conn_t *c)
         case TCP_RX_PAYLOAD:
             n = c->rx_left ? conn_read(c, c->rx_dst, c->rx_left) : 0;
             if (n > 0) {
+                rx_payload_bytes(c, c->rx_dst, (size_t)n);
                 c->rx_dst += n;
                 c->rx_left -= (size_t)n;
                 if (c->rx_req)
@@ -606,11 +664,13 @@ static void rx_loop(tcp_conn_t *c)
             break;
         default: /* TCP_RX_DISCARD */
             n = c->rx_left ? conn_read(c, sink, COLL_MIN(c->rx_left, sizeof(sink))) : 0;
-            if (n > 0)
+            if (n > 0) {
+                rx_payload_bytes(c, sink, (size_t)n);
                 c->rx_left -= (size_t)n;
+            }
             if (c->rx_left == 0) {
                 c->rx_state = TCP_RX_HDR;
-                n = 1;
+                n = rx_payload_corrupted(c) ? 0 : 1;
             }
             break;
         }

@@ -90,7 +90,7 @@ static inline void coll_match_size_mismatch(coll_tp_req_t *req, size_t msg_len)
 static inline void coll_match_deliver_eager(coll_tp_req_t *req, coll_unexp_t *ux)
 {
     if (ux->len == req->len) {
-        coll_copy(req->buf, ux->data, ux->len);
+        coll_tp_deliver(req, 0, ux->data, ux->len);
         req->bytes_done = ux->len;
         req->complete(req, COLL_OK);
     } else {
