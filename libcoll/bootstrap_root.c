@@ -161,6 +161,12 @@ static void root_fail(struct coll_root *root, coll_status_t status, const char *
 
     if (root->failed)
         return;
+    if (root->nranks && root->joined == root->nranks) {
+        /* the table is out, or going out from the buffer an error frame
+         * would replace: too late to tell the ranks anything */
+        root->failed = 1;
+        return;
+    }
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
