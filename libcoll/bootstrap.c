@@ -22,11 +22,6 @@
 #define JOIN_BACKOFF_MAX_NS (200 * 1000000ull)
 #define JOIN_REPORT_GRACE_NS (2000 * 1000000ull)
 
-static int aborted(const int *abort_flag)
-{
-    return abort_flag && __atomic_load_n(abort_flag, __ATOMIC_ACQUIRE);
-}
-
 
 typedef struct join_ctx {
     const coll_uid_t *uid;
@@ -34,7 +29,7 @@ typedef struct join_ctx {
     uint32_t round;
     const coll_peer_info_t *mine;
     uint64_t deadline_ns;
-    const int *abort_flag;
+    const coll_waiter_t *w;
     coll_peer_info_t *table;
     char root_str[COLL_ADDRSTR_LEN];
     char last_why[256]; /* why the last attempt should be retried */
@@ -49,11 +44,11 @@ static coll_status_t join_connect(join_ctx_t *j, int *fd_p)
 
     COLL_CHECK(coll_sock_connect_start(&j->uid->root, &fd));
     while ((err = coll_sock_connect_result(fd)) == EINPROGRESS) {
-        if (aborted(j->abort_flag) || coll_time_ns() > j->deadline_ns) {
-            err = aborted(j->abort_flag) ? ECANCELED : ETIMEDOUT;
+        if (coll_waiter_aborted(j->w) || coll_time_ns() > j->deadline_ns) {
+            err = coll_waiter_aborted(j->w) ? ECANCELED : ETIMEDOUT;
             break;
         }
-        coll_sock_wait(fd, POLLOUT, j->deadline_ns);
+        coll_sock_wait(fd, POLLOUT, j->deadline_ns, j->w);
     }
     if (err == 0) {
         *fd_p = fd;
@@ -84,11 +79,11 @@ static coll_status_t join_handshake(join_ctx_t *j, int fd)
     fields.round = j->round;
     coll_hs_client_start(&hs, fd, &j->uid->root, &fields, j->uid->secret, j->deadline_ns);
     while ((st = coll_hs_progress(&hs)) == COLL_INPROGRESS) {
-        if (aborted(j->abort_flag))
+        if (coll_waiter_aborted(j->w))
             return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_ABORTED,
                               "init aborted during the bootstrap handshake");
         coll_sock_wait(fd, (short)(coll_hs_events(&hs) == EPOLLIN ? POLLIN : POLLOUT),
-                j->deadline_ns);
+                       j->deadline_ns, j->w);
     }
     if (st == COLL_OK)
         return COLL_OK;
@@ -112,7 +107,7 @@ static coll_status_t join_send_info(join_ctx_t *j, int fd)
     coll_store_u32(frame, COLL_BOOT_RANKINFO);
     coll_store_u32(frame + 4, (uint32_t)w.off);
     if (coll_sock_io_deadline(fd, frame, COLL_BOOT_HDR_BYTES + w.off, 1, j->deadline_ns,
-                              j->abort_flag) != COLL_OK) {
+                              j->w) != COLL_OK) {
         snprintf(j->last_why, sizeof(j->last_why), "connection lost while sending");
         return JOIN_RETRY;
     }
@@ -179,7 +174,7 @@ static coll_status_t reply_error(const uint8_t *body, uint32_t len, int rank)
 }
 
 coll_status_t coll_boot_read_reply(int fd, int nranks, int rank, const char *root_str,
-                                   uint64_t deadline_ns, const int *abort_flag,
+                                   uint64_t deadline_ns, const coll_waiter_t *w,
                                    coll_peer_info_t *table)
 {
     uint8_t hdr[COLL_BOOT_HDR_BYTES], *body = NULL;
@@ -188,8 +183,7 @@ coll_status_t coll_boot_read_reply(int fd, int nranks, int rank, const char *roo
 
     /* Wait a little past our own deadline: the root's report of who is
      * missing is sent at the root's deadline and names the real culprit. */
-    st = coll_sock_io_deadline(fd, hdr, sizeof(hdr), 0, deadline_ns + JOIN_REPORT_GRACE_NS,
-                               abort_flag);
+    st = coll_sock_io_deadline(fd, hdr, sizeof(hdr), 0, deadline_ns + JOIN_REPORT_GRACE_NS, w);
     if (st == COLL_OK) {
         type = coll_load_u32(hdr);
         len = coll_load_u32(hdr + 4);
@@ -201,7 +195,7 @@ coll_status_t coll_boot_read_reply(int fd, int nranks, int rank, const char *roo
         if (!body)
             return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_NO_MEMORY, "cannot allocate %u bytes",
                               len);
-        st = coll_sock_io_deadline(fd, body, len, 0, deadline_ns, abort_flag);
+        st = coll_sock_io_deadline(fd, body, len, 0, deadline_ns, w);
     }
     if (st == COLL_ERR_PEER_FAILED)
         st = coll_error(COLL_SUBSYS_BOOT, st, "rank %d: the bootstrap root %s closed the "
@@ -222,8 +216,8 @@ coll_status_t coll_boot_read_reply(int fd, int nranks, int rank, const char *roo
 
 static coll_status_t join_read_reply(join_ctx_t *j, int fd)
 {
-    return coll_boot_read_reply(fd, j->nranks, j->rank, j->root_str, j->deadline_ns,
-                                j->abort_flag, j->table);
+    return coll_boot_read_reply(fd, j->nranks, j->rank, j->root_str, j->deadline_ns, j->w,
+                                j->table);
 }
 
 static coll_status_t join_once(join_ctx_t *j)
@@ -244,16 +238,16 @@ static coll_status_t join_once(join_ctx_t *j)
 
 coll_status_t coll_bootstrap_join(const coll_uid_t *uid, int nranks, int rank,
                                   uint32_t round, const coll_peer_info_t *mine,
-                                  uint64_t deadline_ns, const int *abort_flag,
+                                  uint64_t deadline_ns, const coll_waiter_t *w,
                                   coll_peer_info_t *table)
 {
-    join_ctx_t j = {uid, nranks, rank, round, mine, deadline_ns, abort_flag, table, "", ""};
+    join_ctx_t j = {uid, nranks, rank, round, mine, deadline_ns, w, table, "", ""};
     uint64_t backoff = JOIN_BACKOFF_MIN_NS, start = coll_time_ns();
     coll_status_t st;
 
     coll_addr_str(&uid->root, j.root_str);
     while ((st = join_once(&j)) == JOIN_RETRY) {
-        if (aborted(abort_flag))
+        if (coll_waiter_aborted(w))
             return coll_error(COLL_SUBSYS_BOOT, COLL_ERR_ABORTED,
                               "rank %d: init aborted while joining the bootstrap root %s",
                               rank, j.root_str);
@@ -265,8 +259,7 @@ coll_status_t coll_bootstrap_join(const coll_uid_t *uid, int nranks, int rank,
                               (double)(coll_time_ns() - start) * 1e-9, j.last_why);
         COLL_TRACE(COLL_SUBSYS_BOOT, "rank %d: root %s not ready (%s), retrying", rank,
                    j.root_str, j.last_why);
-        struct timespec ts = {0, (long)backoff};
-        nanosleep(&ts, NULL);
+        coll_waiter_sleep(w, backoff);
         backoff = COLL_MIN(backoff * 2, JOIN_BACKOFF_MAX_NS);
     }
     return st;

@@ -41,10 +41,11 @@ void coll_root_release(coll_root_t *root, int mode);
 
 /* Join the job: send `mine` to the root, get every rank's info into
  * table[nranks]. Retries while the root is not up yet; gives up at
- * deadline_ns or when *abort_flag becomes non-zero. */
+ * deadline_ns or when the waiter's abort flag is set; serves the waiter
+ * while it waits (net.h). */
 coll_status_t coll_bootstrap_join(const coll_uid_t *uid, int nranks, int rank,
                                   uint32_t round, const coll_peer_info_t *mine,
-                                  uint64_t deadline_ns, const int *abort_flag,
+                                  uint64_t deadline_ns, const coll_waiter_t *w,
                                   coll_peer_info_t *table);
 
 /* ---- frame handling, exposed for tests and fuzzing ------------------------ */
@@ -66,7 +67,7 @@ coll_status_t coll_boot_parse_table(const uint8_t *buf, size_t len, int nranks,
  * capping its length before allocating, into table[nranks]. `root_str`
  * names the root in messages. Errors are raised (coll_error). */
 coll_status_t coll_boot_read_reply(int fd, int nranks, int rank, const char *root_str,
-                                   uint64_t deadline_ns, const int *abort_flag,
+                                   uint64_t deadline_ns, const coll_waiter_t *w,
                                    coll_peer_info_t *table);
 
 #endif /* COLL_BOOTSTRAP_H */

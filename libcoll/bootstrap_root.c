@@ -70,6 +70,7 @@ struct coll_root {
     uint8_t *reply;       /* the table or the error frame, shared by all */
     size_t reply_len;
     int failed;
+    int accounted;        /* after a failure: ranks told, refused or lost */
 };
 
 /* ---- connections ----------------------------------------------------------- */
@@ -128,6 +129,8 @@ static void root_set_reply(struct coll_root *root, uint32_t type, const uint8_t 
 
 static void conn_start_reply(root_conn_t *c)
 {
+    if (c->root->failed && c->rank >= 0)
+        c->root->accounted++;
     c->state = CONN_REPLY;
     c->reply = c->root->reply;
     c->reply_len = c->root->reply_len;
@@ -135,16 +138,18 @@ static void conn_start_reply(root_conn_t *c)
     coll_evloop_mod(c->root->ev, &c->src, EPOLLOUT);
 }
 
+/* Connections still in their handshake are left alone: one that turns
+ * out to be a rank gets the error once it is through (conn_after_handshake),
+ * and none may be freed here, inside another connection's handler: their
+ * events may be in the batch being dispatched. */
 static void start_replies(struct coll_root *root)
 {
     coll_list_t *pos, *tmp;
     coll_list_for_each_safe(pos, tmp, &root->conns) {
         root_conn_t *c = coll_container_of(pos, root_conn_t, link);
-        if (c->state == CONN_JOINED || (root->failed && c->state != CONN_HANDSHAKE)) {
+        if (c->state == CONN_JOINED || (root->failed && c->state != CONN_HANDSHAKE &&
+                                        c->state != CONN_REPLY))
             conn_start_reply(c);
-        } else if (root->failed) {
-            conn_free(c);
-        }
     }
 }
 
@@ -156,6 +161,12 @@ static void root_fail(struct coll_root *root, coll_status_t status, const char *
 
     if (root->failed)
         return;
+    if (root->nranks && root->joined == root->nranks) {
+        /* the table is out, or going out from the buffer an error frame
+         * would replace: too late to tell the ranks anything */
+        root->failed = 1;
+        return;
+    }
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
@@ -261,6 +272,7 @@ static void conn_after_handshake(root_conn_t *c, coll_status_t st)
 
     if (st != COLL_OK) {
         char peer[COLL_ADDRSTR_LEN], why[sizeof(c->hs.errmsg)];
+        unsigned version = c->hs.peer_version;
         snprintf(peer, sizeof(peer), "%s", c->hs.peer);
         snprintf(why, sizeof(why), "%s", c->hs.errmsg);
         /* logged before the close, so the line exists once the peer sees EOF */
@@ -269,8 +281,12 @@ static void conn_after_handshake(root_conn_t *c, coll_status_t st)
                       root->addr_str, peer, why);
         conn_free(c);
         /* A version mismatch from a real rank dooms the job: say so to all. */
-        if (st == COLL_ERR_VERSION_MISMATCH)
-            root_fail(root, st, "a rank at %s: %s", peer, why);
+        if (st == COLL_ERR_VERSION_MISMATCH) {
+            root_fail(root, st, "a rank at %s speaks wire protocol version %u, the "
+                      "bootstrap root version %u: run one libcoll version on every rank",
+                      peer, version, coll_wire_version());
+            root->accounted++; /* it knows: it saw our version */
+        }
         return;
     }
     c->rank = (int)c->hs.hello_fields.src_rank;
@@ -307,9 +323,11 @@ static void conn_handler(void *arg, uint32_t events)
             int rank = c->rank;
             snprintf(peer, sizeof(peer), "%s", c->hs.peer);
             conn_free(c);
-            if (!root->failed && root->joined < root->nranks)
+            if (!root->failed && root->joined < root->nranks) {
                 root_fail(root, COLL_ERR_PEER_FAILED, "rank %d (%s) disconnected during "
                           "bootstrap (process died?)", rank, peer);
+                root->accounted++; /* nobody left to tell there */
+            }
         }
         return;
     case CONN_REPLY: {
@@ -366,7 +384,9 @@ static void root_check_timers(struct coll_root *root)
         if (c->state == CONN_HANDSHAKE && now > c->hs.deadline_ns)
             conn_handler(c, 0);
     }
-    if (now > root->deadline_ns && !root->failed) {
+    /* (a formed job's root only finishes sending the table) */
+    int formed = root->nranks && root->joined == root->nranks;
+    if (now > root->deadline_ns && !root->failed && !formed) {
         char missing[256] = "";
         size_t used = 0;
         for (int r = 0; r < root->nranks && used + 12 < sizeof(missing); r++)
@@ -400,7 +420,13 @@ static void *root_thread(void *arg)
 
     for (;;) {
         int formed = root->nranks && root->joined == root->nranks;
-        int done = (root->failed || formed) && coll_list_empty(&root->conns);
+        /* A failed job's root keeps answering ranks that come late (they
+         * would otherwise retry until their deadline) until each rank knows,
+         * unless its owner cancelled it: then its init must end now. */
+        int all_know = root->nranks && root->accounted >= root->nranks;
+        int cancelled = __atomic_load_n(&root->cancel, __ATOMIC_ACQUIRE);
+        int done = (formed || (root->failed && (all_know || cancelled))) &&
+                   coll_list_empty(&root->conns);
         /* A failed root whose replies are out, or the deadline plus a grace
          * period for slow readers, ends the thread. */
         if (done || coll_time_ns() > root->deadline_ns + 5000000000ull)

@@ -70,57 +70,137 @@ static int has_root(coll_coll_t c)
     return c == COLL_BCAST || c == COLL_REDUCE || c == COLL_SCATTER || c == COLL_GATHER;
 }
 
-/* The first difference between rank k's call and ours, or 0. */
-static int differ(coll_sched_t *s, int k, const desc_t *d, char *why, size_t len)
+/* Our own call as a descriptor, to compare like with like. */
+static desc_t own_desc(const coll_args_t *a)
 {
-    const coll_args_t *a = coll_sched_args(s);
-    int r = coll_sched_rank(s);
+    desc_t d = {(uint32_t)a->coll, (uint32_t)a->dt, (uint32_t)a->op, a->root, a->count, 0, ""};
+    memcpy(d.algo, a->algo, strnlen(a->algo, ALGO_NAME_BYTES));
+    return d;
+}
 
-    if (d->coll != (uint32_t)a->coll)
-        return snprintf(why, len, "rank %d called %s, this rank %s", k,
-                        coll_coll_name((coll_coll_t)d->coll), coll_coll_name(a->coll));
-    if (a->coll == COLL_BARRIER)
-        return strncmp(d->algo, a->algo, ALGO_NAME_BYTES) ? snprintf(why, len, "rank %d chose "
-               "algorithm %s, this rank %s", k, d->algo, a->algo) : 0;
-    if (d->dt != (uint32_t)a->dt)
-        return snprintf(why, len, "rank %d passed datatype %s, this rank %s", k,
-                        coll_reduce_datatype_name((coll_datatype_t)d->dt),
-                        coll_reduce_datatype_name(a->dt));
-    if (a->coll == COLL_ALLTOALLV) {
-        if (d->to_you != a->recvcounts[k])
-            return snprintf(why, len, "rank %d sends %llu elements to rank %d, whose "
-                            "recvcounts[%d] is %zu", k, (unsigned long long)d->to_you, r, k,
-                            a->recvcounts[k]);
-        return 0; /* the reverse direction is rank k's to report */
-    }
-    if (d->count != a->count)
-        return snprintf(why, len, "rank %d passed count %llu, this rank %zu", k,
-                        (unsigned long long)d->count, a->count);
-    if (has_op(a->coll) && d->op != (uint32_t)a->op)
-        return snprintf(why, len, "rank %d passed op %s, this rank %s", k,
-                        coll_reduce_op_name((coll_op_t)d->op), coll_reduce_op_name(a->op));
-    if (has_root(a->coll) && d->root != a->root)
-        return snprintf(why, len, "rank %d passed root %d, this rank %d", k, d->root, a->root);
-    if (strncmp(d->algo, a->algo, ALGO_NAME_BYTES) != 0)
-        return snprintf(why, len, "rank %d chose algorithm %s, this rank %s (is COLL_ALGO set "
-                        "differently on the ranks?)", k, d->algo, a->algo);
+/* The first difference between rank x's call and rank y's, described as
+ * "rank x passed count 9, rank y 8" into why (may be NULL); 0 if none.
+ * Not for alltoallv, whose counts pair up rank by rank. */
+static int differ(int x, const desc_t *dx, int y, const desc_t *dy, char *why, size_t len)
+{
+    coll_coll_t c = (coll_coll_t)dy->coll;
+
+    if (dx->coll != dy->coll)
+        return snprintf(why, len, "rank %d called %s, rank %d %s", x,
+                        coll_coll_name((coll_coll_t)dx->coll), y, coll_coll_name(c));
+    if (c != COLL_BARRIER && dx->dt != dy->dt)
+        return snprintf(why, len, "rank %d passed datatype %s, rank %d %s", x,
+                        coll_reduce_datatype_name((coll_datatype_t)dx->dt), y,
+                        coll_reduce_datatype_name((coll_datatype_t)dy->dt));
+    if (c != COLL_BARRIER && dx->count != dy->count)
+        return snprintf(why, len, "rank %d passed count %llu, rank %d %llu", x,
+                        (unsigned long long)dx->count, y, (unsigned long long)dy->count);
+    if (has_op(c) && dx->op != dy->op)
+        return snprintf(why, len, "rank %d passed op %s, rank %d %s", x,
+                        coll_reduce_op_name((coll_op_t)dx->op), y,
+                        coll_reduce_op_name((coll_op_t)dy->op));
+    if (has_root(c) && dx->root != dy->root)
+        return snprintf(why, len, "rank %d passed root %d, rank %d %d", x, dx->root, y,
+                        dy->root);
+    if (strncmp(dx->algo, dy->algo, ALGO_NAME_BYTES) != 0)
+        return snprintf(why, len, "rank %d chose algorithm %s, rank %d %s (is COLL_ALGO set "
+                        "differently on the ranks?)", x, dx->algo, y, dy->algo);
     return 0;
 }
 
-/* The first rank whose call differs from ours, described in why; -1 if none. */
+/* Rank k's descriptor: ours, or decoded from what it sent. */
+static desc_t desc_of(coll_sched_t *s, const uint8_t *in, int k)
+{
+    return k == coll_sched_rank(s) ? own_desc(coll_sched_args(s))
+                                   : decode(in + (size_t)k * DESC_BYTES);
+}
+
+/* Above this many ranks the culprit is not searched for (p^2 comparisons):
+ * the message names the first rank whose call differs from ours. */
+#define CULPRIT_SEARCH_MAX 64
+
+/* The rank whose call the fewest ranks share (the lowest such rank on a
+ * tie): with one rank out of step, that rank, on every rank alike. */
+static int culprit(coll_sched_t *s, const uint8_t *in, int *agree_with_p)
+{
+    int p = coll_sched_size(s), odd = -1, odd_n = p + 1, best = -1, best_n = -1;
+
+    for (int x = 0; x < p; x++) {
+        desc_t dx = desc_of(s, in, x);
+        int n = 0;
+        for (int y = 0; y < p; y++) {
+            desc_t dy = desc_of(s, in, y);
+            n += differ(x, &dx, y, &dy, NULL, 0) == 0;
+        }
+        if (n < odd_n) {
+            odd = x;
+            odd_n = n;
+        }
+        if (n > best_n) {
+            best = x;
+            best_n = n;
+        }
+    }
+    if (best == odd) /* every call alike: the caller saw none differ */
+        best = odd == 0 ? 1 : 0;
+    *agree_with_p = best;
+    return odd;
+}
+
+/* The first difference between the calls, described in why (naming the
+ * rank out of step and a rank it differs from); -1 if all calls match. */
 static int first_difference(coll_sched_t *s, const uint8_t *in, char *why, size_t len)
 {
+    int p = coll_sched_size(s), r = coll_sched_rank(s), other = -1;
+    desc_t mine = desc_of(s, in, r);
+
+    for (int k = 0; k < p && other < 0; k++) {
+        desc_t d = desc_of(s, in, k);
+        if (k != r && differ(k, &d, r, &mine, NULL, 0))
+            other = k;
+    }
+    if (other < 0)
+        return -1;
+    if (p <= CULPRIT_SEARCH_MAX) {
+        int odd = culprit(s, in, &other);
+        desc_t dodd = desc_of(s, in, odd), dother = desc_of(s, in, other);
+        differ(odd, &dodd, other, &dother, why, len);
+        return odd;
+    }
+    desc_t d = desc_of(s, in, other);
+    differ(other, &d, r, &mine, why, len);
+    return other;
+}
+
+/* alltoallv: the first rank whose count for us differs from what we
+ * expect from it, described in why; -1 if none. */
+static int first_count_difference(coll_sched_t *s, const uint8_t *in, char *why, size_t len)
+{
+    const coll_args_t *a = coll_sched_args(s);
     int p = coll_sched_size(s), r = coll_sched_rank(s);
 
     for (int k = 0; k < p; k++) {
-        desc_t d;
         if (k == r)
             continue;
-        d = decode(in + (size_t)k * DESC_BYTES);
-        if (differ(s, k, &d, why, len))
+        desc_t d = decode(in + (size_t)k * DESC_BYTES);
+        if (d.coll != (uint32_t)a->coll) {
+            snprintf(why, len, "rank %d called %s, rank %d %s", k,
+                     coll_coll_name((coll_coll_t)d.coll), r, coll_coll_name(a->coll));
             return k;
+        }
+        if (d.dt != (uint32_t)a->dt) {
+            snprintf(why, len, "rank %d passed datatype %s, rank %d %s", k,
+                     coll_reduce_datatype_name((coll_datatype_t)d.dt), r,
+                     coll_reduce_datatype_name(a->dt));
+            return k;
+        }
+        if (d.to_you != a->recvcounts[k]) {
+            snprintf(why, len, "rank %d sends %llu elements to rank %d, whose recvcounts[%d] "
+                     "is %zu", k, (unsigned long long)d.to_you, r, k, a->recvcounts[k]);
+            return k;
+        }
     }
-    return -1;
+    return -1; /* the reverse direction is rank k's to report */
 }
 
 static coll_status_t mismatch(coll_sched_t *s, const char *why)
@@ -152,7 +232,7 @@ static coll_status_t judge(coll_sched_t *s, void *arg)
 {
     verdicts_t *v = arg;
 
-    if (first_difference(s, v->desc_in, v->mine, VERDICT_BYTES) < 0)
+    if (first_count_difference(s, v->desc_in, v->mine, VERDICT_BYTES) < 0)
         v->mine[0] = '\0';
     return COLL_OK;
 }

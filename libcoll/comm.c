@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "algorithms.h"
+#include "census.h"
 #include "comm.h"
 #include "log.h"
 #include "param.h"
@@ -207,11 +208,20 @@ static coll_status_t fail_stalled(struct coll_comm *comm, struct coll_request *r
         COLL_WARN(COLL_SUBSYS_COLL, "rank %d: hang report written to %s", comm->rank, report);
     if (r->kind == COLL_REQ_COLL) {
         char waiting[COLL_ERRMSG_LEN / 2];
+        coll_census_t census;
+        coll_status_t st;
         coll_sched_describe_wait(r->sched, waiting, sizeof(waiting));
-        return coll_comm_fail(comm, COLL_SUBSYS_COLL, COLL_ERR_TIMEOUT,
-                              "%s: no progress for %.1f s (COLL_TIMEOUT); waiting for: %s",
-                              what ? what : coll_request_op(r), (double)comm->timeout_ns * 1e-9,
-                              waiting[0] ? waiting : "nothing in flight");
+        /* who is missing goes first: the peers' copy of this message is cut
+         * at COLL_WIRE_ERRTEXT_MAX */
+        coll_census_run(comm, coll_sched_seq(r->sched), &census);
+        st = coll_comm_fail(comm, COLL_SUBSYS_COLL, COLL_ERR_TIMEOUT,
+                            "%s: no progress for %.1f s (COLL_TIMEOUT); ranks that have not "
+                            "arrived: %s; waiting for: %s", what ? what : coll_request_op(r),
+                            (double)comm->timeout_ns * 1e-9,
+                            census.missing[0] ? census.missing : "none (all are in it)",
+                            waiting[0] ? waiting : "nothing in flight");
+        coll_census_end(&census);
+        return st;
     }
     if (r->tag >= 0)
         snprintf(tag, sizeof(tag), ", tag %d", r->tag);
@@ -707,17 +717,27 @@ static void register_handle(struct coll_comm *comm)
     pthread_mutex_unlock(&handles_lock);
 }
 
+/* While init waits for the bootstrap, the transports' listening sockets
+ * are open and published: strangers there are answered and dropped on
+ * time, not when the job has formed. No endpoint exists yet. */
+static void serve_listeners(void *arg)
+{
+    coll_comm_progress(arg);
+}
+
 static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_init_args_t *a,
                                           uint64_t deadline_ns, struct coll_root **root)
 {
+    coll_waiter_t waiter = {a->parent_abort ? a->parent_abort : &comm->abort_requested,
+                            serve_listeners, comm};
     coll_peer_info_t me, *table = calloc((size_t)a->nranks, sizeof(*table));
     coll_status_t st;
 
     if (!table)
         return coll_error(COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "cannot allocate peer table");
     describe_self(comm, &me);
-    st = coll_bootstrap_join(&a->uid, a->nranks, a->rank, a->round, &me, deadline_ns,
-                             a->parent_abort ? a->parent_abort : &comm->abort_requested, table);
+    st = coll_bootstrap_join(&a->uid, a->nranks, a->rank, a->round, &me, deadline_ns, &waiter,
+                             table);
     if (*root) { /* the job formed (or not): our root's work is over */
         coll_root_release(*root, st == COLL_OK ? COLL_ROOT_JOIN : COLL_ROOT_CANCEL);
         *root = NULL;

@@ -82,7 +82,7 @@ static void welcome_mac(const coll_hs_t *hs, uint32_t verdict, uint8_t out[COLL_
 
 static void write_prefix(uint8_t *out, uint16_t kind)
 {
-    coll_prefix_t p = {COLL_WIRE_MAGIC, COLL_WIRE_VERSION, kind};
+    coll_prefix_t p = {COLL_WIRE_MAGIC, coll_wire_version(), kind};
     coll_prefix_encode(&p, out);
 }
 
@@ -146,7 +146,8 @@ static coll_status_t verdict_status(uint32_t verdict)
     switch (verdict) {
     case COLL_VERDICT_AUTH: return COLL_ERR_AUTH;
     case COLL_VERDICT_VERSION: return COLL_ERR_VERSION_MISMATCH;
-    case COLL_VERDICT_ROUND: return COLL_ERR_PEER_FAILED; /* owner retries */
+    case COLL_VERDICT_ROUND: /* the owner retries */
+    case COLL_VERDICT_NOT_READY: return COLL_ERR_PEER_FAILED;
     default: return COLL_ERR_INVALID_USAGE;
     }
 }
@@ -160,6 +161,7 @@ static const char *verdict_text(uint32_t verdict)
     case COLL_VERDICT_NRANKS: return "number of ranks differs from the other ranks'";
     case COLL_VERDICT_ROUND: return "another init round is in progress";
     case COLL_VERDICT_KIND: return "wrong kind of connection for this port";
+    case COLL_VERDICT_NOT_READY: return "not ready for this connection yet (retry)";
     default: return "unknown verdict";
     }
 }
@@ -173,11 +175,11 @@ static coll_status_t srv_check_prefix(coll_hs_t *hs)
     if (p.magic != COLL_WIRE_MAGIC)
         return hs_fail(hs, COLL_ERR_PROTOCOL, "not a libcoll peer (bad magic %08x)", p.magic);
     hs->peer_version = p.version;
-    if (p.version != COLL_WIRE_VERSION) {
+    if (p.version != coll_wire_version()) {
         hs->verdict = COLL_VERDICT_VERSION;
         snprintf(hs->errmsg, sizeof(hs->errmsg),
                  "peer speaks wire protocol version %u, this process speaks version %u",
-                 p.version, COLL_WIRE_VERSION);
+                 p.version, coll_wire_version());
     } else if (p.kind != hs->kind) {
         hs->verdict = COLL_VERDICT_KIND;
         snprintf(hs->errmsg, sizeof(hs->errmsg),
@@ -278,14 +280,14 @@ static coll_status_t cli_check_greeting(coll_hs_t *hs)
         return hs_fail(hs, COLL_ERR_PROTOCOL,
                        "%s is not a libcoll endpoint (bad magic %08x)", hs->peer, p.magic);
     hs->peer_version = p.version;
-    if (p.kind != hs->kind && p.version == COLL_WIRE_VERSION)
+    if (p.kind != hs->kind && p.version == coll_wire_version())
         return hs_fail(hs, COLL_ERR_INVALID_USAGE, "%s serves %s connections, not %s",
                        hs->peer, kind_name(p.kind), kind_name(hs->kind));
     /* A version mismatch is reported after our HELLO went out, so that the
      * server can name both versions too. */
     coll_hello_t *h = &hs->hello_fields;
     h->prefix.magic = COLL_WIRE_MAGIC;
-    h->prefix.version = COLL_WIRE_VERSION;
+    h->prefix.version = coll_wire_version();
     coll_hello_encode(h, hs->hello);
     hello_mac(hs, h->mac);
     coll_hello_encode(h, hs->hello);
@@ -324,10 +326,10 @@ static coll_status_t cli_step(coll_hs_t *hs)
     case HS_CLI_HELLO:
         r = hs_io(hs, hs->hello, COLL_HELLO_BYTES, 1);
         if (r > 0) {
-            if (hs->peer_version != COLL_WIRE_VERSION)
+            if (hs->peer_version != coll_wire_version())
                 return hs_fail(hs, COLL_ERR_VERSION_MISMATCH,
                                "%s speaks wire protocol version %u, this process speaks "
-                               "version %u", hs->peer, hs->peer_version, COLL_WIRE_VERSION);
+                               "version %u", hs->peer, hs->peer_version, coll_wire_version());
             hs->state = HS_CLI_WELCOME;
         }
         break;

@@ -428,14 +428,39 @@ uint64_t coll_host_hash(void)
     return h;
 }
 
-void coll_sock_wait(int fd, short events, uint64_t deadline_ns)
+int coll_waiter_aborted(const coll_waiter_t *w)
+{
+    return w && w->abort_flag && __atomic_load_n(w->abort_flag, __ATOMIC_ACQUIRE);
+}
+
+static void waiter_serve(const coll_waiter_t *w)
+{
+    if (w && w->serve)
+        w->serve(w->arg);
+}
+
+void coll_waiter_sleep(const coll_waiter_t *w, uint64_t ns)
+{
+    uint64_t end = coll_time_ns() + ns;
+
+    while (coll_time_ns() < end && !coll_waiter_aborted(w)) {
+        uint64_t left = end - coll_time_ns();
+        uint64_t step = w && w->serve ? COLL_MIN(left, COLL_SERVE_MS * 1000000ull) : left;
+        struct timespec ts = {(time_t)(step / 1000000000ull), (long)(step % 1000000000ull)};
+        nanosleep(&ts, NULL);
+        waiter_serve(w);
+    }
+}
+
+void coll_sock_wait(int fd, short events, uint64_t deadline_ns, const coll_waiter_t *w)
 {
     struct pollfd p = {.fd = fd, .events = events};
-    (void)poll(&p, 1, coll_ms_until(deadline_ns, 100));
+    (void)poll(&p, 1, coll_ms_until(deadline_ns, w && w->serve ? COLL_SERVE_MS : 100));
+    waiter_serve(w);
 }
 
 coll_status_t coll_sock_io_deadline(int fd, void *buf, size_t len, int writing,
-                                    uint64_t deadline_ns, const int *abort_flag)
+                                    uint64_t deadline_ns, const coll_waiter_t *w)
 {
     size_t off = 0;
 
@@ -447,11 +472,11 @@ coll_status_t coll_sock_io_deadline(int fd, void *buf, size_t len, int writing,
         off += (size_t)n;
         if (off == len)
             break;
-        if (abort_flag && __atomic_load_n(abort_flag, __ATOMIC_ACQUIRE))
+        if (coll_waiter_aborted(w))
             return COLL_ERR_ABORTED;
         if (coll_time_ns() > deadline_ns)
             return COLL_ERR_TIMEOUT;
-        coll_sock_wait(fd, writing ? POLLOUT : POLLIN, deadline_ns);
+        coll_sock_wait(fd, writing ? POLLOUT : POLLIN, deadline_ns, w);
     }
     return COLL_OK;
 }

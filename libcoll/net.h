@@ -68,14 +68,30 @@ void coll_sock_tune(int fd);
 ssize_t coll_sock_read(int fd, void *buf, size_t len);
 ssize_t coll_sock_write(int fd, const void *buf, size_t len);
 
+/* What a blocking wait does besides waiting (the waiter may be NULL): it
+ * gives up once *abort_flag (may be NULL) becomes non-zero, and calls
+ * serve(arg) (may be NULL) at least every COLL_SERVE_MS: a rank in init
+ * keeps answering, and dropping, connections on its transports' listening
+ * sockets while it waits for the bootstrap. */
+typedef struct coll_waiter {
+    const int *abort_flag;
+    void (*serve)(void *arg);
+    void *arg;
+} coll_waiter_t;
+#define COLL_SERVE_MS 20
+
+int coll_waiter_aborted(const coll_waiter_t *w);
+/* Sleep for ns (serving meanwhile). */
+void coll_waiter_sleep(const coll_waiter_t *w, uint64_t ns);
+
 /* Blocking exact I/O with a deadline on a non-blocking socket: COLL_OK,
- * COLL_ERR_TIMEOUT, COLL_ERR_ABORTED (when *abort_flag becomes non-zero;
- * it may be NULL) or COLL_ERR_PEER_FAILED (errno set). */
+ * COLL_ERR_TIMEOUT, COLL_ERR_ABORTED (the waiter's abort flag) or
+ * COLL_ERR_PEER_FAILED (errno set). */
 coll_status_t coll_sock_io_deadline(int fd, void *buf, size_t len, int writing,
-                                    uint64_t deadline_ns, const int *abort_flag);
+                                    uint64_t deadline_ns, const coll_waiter_t *w);
 /* Sleep until fd is ready for `events` (POLLIN/POLLOUT), at most 100 ms
- * and never past the deadline. */
-void coll_sock_wait(int fd, short events, uint64_t deadline_ns);
+ * (COLL_SERVE_MS when the waiter serves) and never past the deadline. */
+void coll_sock_wait(int fd, short events, uint64_t deadline_ns, const coll_waiter_t *w);
 
 /* Host identity: equal for processes that can share memory (same kernel,
  * boot and network namespace). */

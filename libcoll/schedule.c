@@ -99,6 +99,11 @@ const char *coll_sched_name(const coll_sched_t *s)
     return s->name;
 }
 
+uint32_t coll_sched_seq(const coll_sched_t *s)
+{
+    return s->seq;
+}
+
 struct coll_comm *coll_sched_comm(const coll_sched_t *s)
 {
     return s->comm;

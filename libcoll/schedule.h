@@ -73,6 +73,7 @@ typedef struct coll_sched coll_sched_t;
 const coll_args_t *coll_sched_args(const coll_sched_t *s);
 const char *coll_sched_name(const coll_sched_t *s); /* "allreduce #12 (ring)" */
 struct coll_comm *coll_sched_comm(const coll_sched_t *s);
+uint32_t coll_sched_seq(const coll_sched_t *s);
 int coll_sched_rank(const coll_sched_t *s);
 int coll_sched_size(const coll_sched_t *s);
 

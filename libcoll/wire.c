@@ -4,6 +4,20 @@
  */
 #include "wire.h"
 
+/* Written only by tests, before the connections it concerns: atomic so
+ * that the bootstrap root thread may read it meanwhile. */
+static uint16_t wire_version = COLL_WIRE_VERSION;
+
+uint16_t coll_wire_version(void)
+{
+    return __atomic_load_n(&wire_version, __ATOMIC_RELAXED);
+}
+
+void coll_wire_test_speak_version(uint16_t v)
+{
+    __atomic_store_n(&wire_version, v, __ATOMIC_RELAXED);
+}
+
 void coll_prefix_encode(const coll_prefix_t *p, uint8_t out[COLL_PREFIX_BYTES])
 {
     coll_store_u32(out, p->magic);

@@ -45,6 +45,7 @@ enum coll_verdict {
     COLL_VERDICT_NRANKS = 4,  /* job size disagrees */
     COLL_VERDICT_ROUND = 5,   /* another init round: retry later */
     COLL_VERDICT_KIND = 6,    /* wrong kind of connection for this port */
+    COLL_VERDICT_NOT_READY = 7, /* no endpoint for that rank yet: retry */
 };
 
 #define COLL_PREFIX_BYTES 8
@@ -168,6 +169,15 @@ typedef struct coll_hello {
     uint8_t nonce[COLL_NONCE_BYTES];
     uint8_t mac[COLL_SHA256_BYTES];
 } coll_hello_t;
+
+/* The wire protocol version this process speaks: COLL_WIRE_VERSION, unless
+ * a test made it speak another (coll_wire_test_speak_version). */
+uint16_t coll_wire_version(void);
+/* Tests only (issue 6, item 7: version skew): speak wire protocol version
+ * `v` from now on. Hidden like every internal function, so it is not in
+ * libcoll.so's exports: only programs linked against libcoll.a (the tests)
+ * can call it, and no environment variable or setting reaches it. */
+void coll_wire_test_speak_version(uint16_t v);
 
 void coll_prefix_encode(const coll_prefix_t *p, uint8_t out[COLL_PREFIX_BYTES]);
 void coll_prefix_decode(const uint8_t in[COLL_PREFIX_BYTES], coll_prefix_t *p);

@@ -213,6 +213,15 @@ struct coll_tp_ops {
     coll_status_t (*ep_destroy)(coll_tp_ep_t *ep);
 };
 
+/* The status with which a peer's abort notice fails our side: its own when
+ * it timed out (the job's collective timed out: every rank reports a
+ * timeout, the first to notice naming who had not arrived), otherwise
+ * COLL_ERR_PEER_FAILED. Older peers send 0, which reads as the latter. */
+static inline coll_status_t coll_tp_abort_status(int64_t theirs)
+{
+    return theirs == COLL_ERR_TIMEOUT ? COLL_ERR_TIMEOUT : COLL_ERR_PEER_FAILED;
+}
+
 /* Transports compiled in, in default priority order (self excluded). */
 const coll_tp_ops_t *const *coll_tp_registry(int *count_p);
 const coll_tp_ops_t *coll_tp_self_ops(void);

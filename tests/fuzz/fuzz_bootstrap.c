@@ -43,6 +43,7 @@ static void fuzz_join(const uint8_t *frame, size_t len, int nranks, int rank, in
 {
     static coll_peer_info_t table[NRANKS_MAX], sentinel[NRANKS_MAX];
     int sv[2], abort_flag = abort_now;
+    coll_waiter_t waiter = {&abort_flag, NULL, NULL};
     coll_status_t st;
 
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
@@ -53,7 +54,7 @@ static void fuzz_join(const uint8_t *frame, size_t len, int nranks, int rank, in
     memcpy(table, sentinel, sizeof(table));
     fuzz_clear_errmsg();
     st = coll_boot_read_reply(sv[0], nranks, rank, "127.0.0.1:1", coll_time_ns() + 10000000000ull,
-                              &abort_flag, table);
+                              &waiter, table);
     close(sv[0]);
     close(sv[1]);
     if (st != COLL_OK) {

@@ -15,6 +15,7 @@
 #include "coll.h"
 #include "handshake.h"
 #include "verbs/verbs_cfg.h"
+#include "tcp/tcp.h"
 
 static const char *outdir;
 
@@ -272,6 +273,86 @@ static void verbs_seeds(void)
     put_text("fuzz_verbs_wire", "gid_index", 2, "3");
 }
 
+/* fuzz_tcp_frames: a setup byte, u16 receive sizes, then records of
+ * (socket, length, bytes) that carry real frames. */
+typedef struct tcp_seed {
+    uint8_t buf[4096];
+    size_t len;
+} tcp_seed_t;
+
+static void seed_bytes(tcp_seed_t *t, const void *p, size_t n)
+{
+    memcpy(t->buf + t->len, p, n);
+    t->len += n;
+}
+
+/* A frame (header and payload) onto socket `sock`, in records of at most
+ * 255 bytes. */
+static void seed_frame(tcp_seed_t *t, int sock, uint8_t type, uint32_t id, uint64_t tag,
+                       uint64_t len, uint64_t aux, const void *payload, size_t plen)
+{
+    uint8_t frame[1024];
+    tcp_hdr_t h = {.type = type, .id = id, .tag = tag, .len = len, .aux = aux};
+    tcp_hdr_encode(&h, frame);
+    memcpy(frame + TCP_HDR_BYTES, payload, plen);
+    for (size_t off = 0, total = TCP_HDR_BYTES + plen; off < total;) {
+        uint8_t rec[2] = {(uint8_t)sock, (uint8_t)COLL_MIN(total - off, 255u)};
+        seed_bytes(t, rec, 2);
+        seed_bytes(t, frame + off, rec[1]);
+        off += rec[1];
+    }
+}
+
+static void seed_setup(tcp_seed_t *t, uint8_t setup, const uint16_t *sizes, int n)
+{
+    t->len = 0;
+    seed_bytes(t, &setup, 1);
+    for (int i = 0; i < n; i++) {
+        uint8_t le[2] = {(uint8_t)sizes[i], (uint8_t)(sizes[i] >> 8)};
+        seed_bytes(t, le, 2);
+    }
+}
+
+static void tcp_frame_seeds(void)
+{
+    static const char T[] = "fuzz_tcp_frames";
+    uint8_t data[256];
+    tcp_seed_t t;
+
+    for (size_t i = 0; i < sizeof(data); i++)
+        data[i] = (uint8_t)(i * 7 + 1);
+    seed_setup(&t, 1, (const uint16_t[]){16}, 1);
+    seed_frame(&t, 0, TCP_EAGER, 0, 0, 16, 0, data, 16);
+    put(T, "eager_posted", t.buf, t.len);
+    seed_setup(&t, 0, NULL, 0);
+    seed_frame(&t, 0, TCP_EAGER, 0, 1, 8, 0, data, 8);
+    put(T, "eager_unexpected", t.buf, t.len);
+    seed_setup(&t, 1, (const uint16_t[]){4}, 1);
+    seed_frame(&t, 0, TCP_EAGER, 0, 0, 8, 0, data, 8);
+    put(T, "eager_size_mismatch", t.buf, t.len);
+    /* RTS, our CTS grants receive id 0, DATA striped over both sockets */
+    seed_setup(&t, 1, (const uint16_t[]){100}, 1);
+    seed_frame(&t, 0, TCP_RTS, 3, 0, 100, 0, NULL, 0);
+    seed_frame(&t, 1, TCP_DATA, 0, 0, 60, 0, data, 60);
+    seed_frame(&t, 0, TCP_DATA, 0, 0, 40, 60, data + 60, 40);
+    put(T, "rendezvous", t.buf, t.len);
+    /* our send's RTS (id 0) granted: its DATA flows out */
+    seed_setup(&t, 4, NULL, 0);
+    seed_frame(&t, 0, TCP_CTS, 0, 0, 0, 9, NULL, 0);
+    put(T, "cts", t.buf, t.len);
+    seed_setup(&t, 4, NULL, 0);
+    seed_frame(&t, 0, TCP_CTS, 0, 0, 0, 0, NULL, 0);
+    t.buf[t.len - TCP_HDR_BYTES + 1] = TCP_CTS_DISCARD; /* the flags byte */
+    put(T, "cts_discard", t.buf, t.len);
+    seed_setup(&t, 2, (const uint16_t[]){4, 4}, 2);
+    seed_frame(&t, 0, TCP_BYE, 0, 0, 0, 0, NULL, 0);
+    seed_frame(&t, 1, TCP_BYE, 0, 0, 0, 0, NULL, 0);
+    put(T, "bye", t.buf, t.len);
+    seed_setup(&t, 0, NULL, 0);
+    seed_frame(&t, 1, TCP_ABORT, 0, 0, 12, 0, "rank 1: test", 12);
+    put(T, "abort", t.buf, t.len);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -287,5 +368,6 @@ int main(int argc, char **argv)
     param_seeds();
     env_seeds();
     verbs_seeds();
+    tcp_frame_seeds();
     return 0;
 }

@@ -89,6 +89,7 @@ typedef struct shm_ring_ctl {
     _Alignas(SHM_LINE) uint64_t head; /* producer: bytes written, ever */
     uint32_t closed;                  /* producer: 1 once it aborted */
     uint32_t abort_len;
+    int32_t abort_status;             /* producer: its status (coll_tp_abort_status) */
     _Alignas(SHM_LINE) uint64_t tail; /* consumer: bytes consumed, ever */
     _Alignas(SHM_LINE) char abort_text[SHM_ABORT_TEXT];
 } shm_ring_ctl_t;

@@ -31,7 +31,7 @@ static void unwatch_pid(shm_ep_t *ep)
     ep->pidfd = -1;
 }
 
-static void post_abort_notice(shm_ep_t *ep, const char *reason);
+static void post_abort_notice(shm_ep_t *ep, coll_status_t why, const char *reason);
 
 void shm_ep_fail(shm_ep_t *ep, coll_status_t status, const char *fmt, ...)
 {
@@ -46,7 +46,7 @@ void shm_ep_fail(shm_ep_t *ep, coll_status_t status, const char *fmt, ...)
     /* A corrupted record: the peer is alive and must learn why the link
      * broke (its other failures mean the peer is gone or not one of us). */
     if (status == COLL_ERR_DATA_CORRUPTION && ep->state == SHM_EP_READY)
-        post_abort_notice(ep, msg);
+        post_abort_notice(ep, status, msg);
     ep->state = SHM_EP_CLOSED;
     __atomic_store_n(&ep->armed, 0, __ATOMIC_RELEASE);
     ep->error = status;
@@ -237,11 +237,12 @@ coll_status_t shm_ep_flush(coll_tp_ep_t *tep)
 
 /* Tell the peer why we fail; the ring may be full, so the text goes into
  * the control block, which the peer reads once it has read the ring. */
-static void post_abort_notice(shm_ep_t *ep, const char *reason)
+static void post_abort_notice(shm_ep_t *ep, coll_status_t why, const char *reason)
 {
     shm_ring_ctl_t *ctl = ep->tx.ctl;
     size_t len = strnlen(reason, SHM_ABORT_TEXT - 1);
 
+    ctl->abort_status = why;
     memcpy(ctl->abort_text, reason, len);
     ctl->abort_text[len] = '\0';
     ctl->abort_len = (uint32_t)len;
@@ -268,7 +269,7 @@ coll_status_t shm_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *rea
         return COLL_OK;
     }
     if (ep->state == SHM_EP_READY && reason)
-        post_abort_notice(ep, reason);
+        post_abort_notice(ep, why, reason);
     if (ep->side == 1 && ep->name[0]) {
         shm_unlink(ep->name);
         ep->name[0] = '\0';

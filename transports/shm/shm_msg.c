@@ -495,7 +495,8 @@ static void on_abort_notice(shm_ep_t *ep)
 
     memcpy(text, ep->rx.ctl->abort_text, len);
     text[len] = '\0';
-    shm_ep_fail(ep, COLL_ERR_PEER_FAILED, "%s aborted: %s", ep->super.desc, text);
+    shm_ep_fail(ep, coll_tp_abort_status(ep->rx.ctl->abort_status), "%s aborted: %s",
+                ep->super.desc, text);
 }
 
 /* For the idle hook (no lock): only shared words and atomics. The

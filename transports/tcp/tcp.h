@@ -13,7 +13,8 @@
  *   CTS    id=send id, aux=recv id "send them" (flag DISCARD: "drop them")
  *   DATA   id=recv id, aux=offset, len, payload (one chunk of a message)
  *   BYE    no fields               the peer destroyed its communicator
- *   ABORT  len, payload = reason   the peer's communicator failed
+ *   ABORT  len, aux = its status (int64), payload = reason: the peer's
+ *          communicator failed
  *
  * With COLL_CHECKSUM=1 (the same on every rank, checked at init) the
  * header grows by 8 bytes: u32 CRC-32C of the payload, then u32 CRC-32C

@@ -24,6 +24,7 @@
 #define TCP_ABORT_NOTICE_NS (250 * 1000000ull)
 
 static void conn_handler(void *arg, uint32_t events);
+static void send_abort_notice(tcp_ep_t *ep, coll_status_t why, const char *reason);
 
 /* Options of every data socket. The unsent backlog is bounded by one
  * chunk: enough to keep the link busy between two writable events, small
@@ -146,8 +147,6 @@ static void ep_close_fds(tcp_ep_t *ep)
     }
 }
 
-static void send_abort_notice(tcp_ep_t *ep, const char *reason);
-
 void tcp_ep_fail(tcp_ep_t *ep, coll_status_t status, const char *fmt, ...)
 {
     char msg[COLL_WIRE_ERRTEXT_MAX];
@@ -158,10 +157,13 @@ void tcp_ep_fail(tcp_ep_t *ep, coll_status_t status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    /* A corrupted frame: the peer is alive and must learn why the link
-     * broke (its other failures mean the peer is gone or not one of us). */
-    if (status == COLL_ERR_DATA_CORRUPTION && ep->state == TCP_EP_READY)
-        send_abort_notice(ep, msg);
+    /* A peer that broke the protocol or corrupted a frame is alive: it
+     * learns why the link broke (it would otherwise report a peer that
+     * died, and pass that on); its other failures mean it is gone or not
+     * one of us. */
+    if ((status == COLL_ERR_PROTOCOL || status == COLL_ERR_DATA_CORRUPTION) &&
+        ep->state == TCP_EP_READY)
+        send_abort_notice(ep, status, msg);
     ep->state = TCP_EP_CLOSED;
     ep->error = status;
     ep_close_fds(ep);
@@ -419,12 +421,12 @@ static coll_status_t finish_head_frame(tcp_conn_t *c, uint64_t deadline_ns)
  * that really failed, which the peer could not learn otherwise. On every
  * socket, since the peer may read any of them first; best effort, bounded
  * by TCP_ABORT_NOTICE_NS in all. */
-static void send_abort_notice(tcp_ep_t *ep, const char *reason)
+static void send_abort_notice(tcp_ep_t *ep, coll_status_t why, const char *reason)
 {
     uint8_t frame[TCP_HDR_MAX + COLL_WIRE_ERRTEXT_MAX];
     size_t len = strnlen(reason, COLL_WIRE_ERRTEXT_MAX), hl;
     uint64_t deadline = coll_time_ns() + TCP_ABORT_NOTICE_NS;
-    tcp_hdr_t h = {.type = TCP_ABORT, .len = len};
+    tcp_hdr_t h = {.type = TCP_ABORT, .len = len, .aux = (uint64_t)(int64_t)why};
 
     if (ep->tx_errno)
         return;
@@ -458,7 +460,7 @@ coll_status_t tcp_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *rea
         return COLL_OK;
     }
     if (ep->state == TCP_EP_READY && reason)
-        send_abort_notice(ep, reason);
+        send_abort_notice(ep, why, reason);
     ep->state = TCP_EP_CLOSED;
     ep->error = why == COLL_OK ? COLL_ERR_ABORTED : why;
     ep_close_fds(ep);

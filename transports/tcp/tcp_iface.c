@@ -36,7 +36,9 @@ static uint32_t tcp_validate_hello(void *arg, const coll_hello_t *h)
         return COLL_VERDICT_RANK;
     /* round is the socket index: each of the peer's sockets comes once */
     tcp_ep_t *ep = iface->eps[h->src_rank];
-    if (!ep || ep->state == TCP_EP_CLOSED || h->round >= (uint32_t)ep->nconn ||
+    if (!ep) /* we listen (and drop strangers) from before we have endpoints */
+        return COLL_VERDICT_NOT_READY;
+    if (ep->state == TCP_EP_CLOSED || h->round >= (uint32_t)ep->nconn ||
         ep->conn[h->round].state != TCP_CONN_WAIT_ACCEPT)
         return COLL_VERDICT_RANK;
     return COLL_VERDICT_OK;
@@ -60,6 +62,11 @@ static void pending_step(tcp_pending_t *p)
         coll_evloop_del(p->iface->super.params.evloop, &p->src); /* the endpoint takes it */
         p->fd = -1;
         tcp_conn_attach(&ep->conn[p->hs.hello_fields.round], fd, p->hs.peer);
+    } else if (p->hs.verdict == COLL_VERDICT_NOT_READY) {
+        /* a peer faster than our init: it tries again (tcp_ep.c) */
+        COLL_INFO(COLL_SUBSYS_NET, "rank %d: tcp: %s came before our endpoint for rank %u "
+                  "existed; it retries", p->iface->super.params.rank, p->hs.peer,
+                  p->hs.hello_fields.src_rank);
     } else {
         COLL_WARN(COLL_SUBSYS_NET, "rank %d: tcp: dropped connection from %s: %s",
                   p->iface->super.params.rank, p->hs.peer, p->hs.errmsg);

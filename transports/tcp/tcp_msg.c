@@ -552,7 +552,8 @@ static void on_payload_done(tcp_conn_t *c)
         return;
     }
     if (h->type == TCP_ABORT) {
-        tcp_ep_fail(ep, COLL_ERR_PEER_FAILED, "%s aborted: %s", ep->super.desc, c->rx_text);
+        tcp_ep_fail(ep, coll_tp_abort_status((int64_t)h->aux), "%s aborted: %s", ep->super.desc,
+                    c->rx_text);
     } else if (h->type == TCP_DATA) {
         /* chunks arrive on any socket in any order: done when all are in */
         if (req->bytes_done >= req->len) {
