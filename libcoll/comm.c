@@ -165,29 +165,6 @@ void coll_comm_progress(struct coll_comm *comm)
     coll_sched_progress(comm);
 }
 
-/* Poll the memory-polled transports (COLL_TP_F_POLLED) up to
- * comm->poll_burst times; 1 once one of them moved something (its
- * completions are then handed to the schedules). */
-static int poll_burst(struct coll_comm *comm)
-{
-    for (int k = 0; k < comm->poll_burst; k++) {
-        int moved = 0;
-        for (int i = 0; i < comm->niface; i++) {
-            coll_tp_iface_t *f = comm->ifaces[i];
-            int progressed = 0;
-            if (f->ops->flags & COLL_TP_F_POLLED) {
-                f->ops->iface_progress(f, &progressed);
-                moved |= progressed;
-            }
-        }
-        if (moved) {
-            coll_sched_progress(comm);
-            return 1;
-        }
-    }
-    return 0;
-}
-
 static const char *peer_desc(struct coll_comm *comm, int peer)
 {
     coll_tp_ep_t *ep = comm->peers ? comm->peers[peer].ep : NULL;
@@ -316,7 +293,7 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
     uint64_t start, spin_until;
     struct coll_request *stalled;
     coll_status_t st;
-    int lead = 0, polled = 0;
+    int lead = 0;
 
     /* finished while it was started (one rank, or everything local): no
      * progress pass, no clock */
@@ -335,9 +312,7 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
     for (;;) {
         if (!comm->has_leader)
             comm->has_leader = lead = 1;
-        if (polled) /* just progressed by poll_burst: look at the requests first */
-            polled = 0;
-        else if (lead && (comm->state == COLL_COMM_LIVE || comm->state == COLL_COMM_INIT))
+        if (lead && (comm->state == COLL_COMM_LIVE || comm->state == COLL_COMM_INIT))
             coll_comm_progress(comm);
         else if (lead) /* failed: no more I/O, but schedules must still finish */
             coll_sched_progress(comm);
@@ -379,12 +354,10 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
              * Back-to-back runs on the busy 2-core development machine,
              * 8-byte all-reduce over TCP: 2 ranks 26 -> 6 us, 4 ranks
              * 31-37 -> 19-22 us (31-37 us without spinning at all); when
-             * the machine is quieter both forms reach about 6 us. Before
-             * that, memory-polled transports get a burst of polls: a
-             * shared-memory message arrives faster than a system call. */
-            polled = poll_burst(comm);
-            if (!polled)
-                sched_yield();
+             * the machine is quieter both forms reach about 6 us. (Bursts
+             * of shared-memory polls between yields measured no better:
+             * 8 B, 7 alternating runs, 2 and 4 ranks on 2 cores.) */
+            sched_yield();
         }
     }
     if (lead) {
@@ -415,18 +388,6 @@ static coll_status_t check_init_args(const coll_init_args_t *a)
 }
 
 /* How collectives run on this communicator (COLL_ALGO and friends). */
-static coll_status_t read_poll_burst(struct coll_comm *comm)
-{
-    int64_t burst;
-
-    COLL_CHECK(coll_param_int(COLL_PARAM_POLL_BURST, &burst));
-    if (burst < 0 || burst > 1000000)
-        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
-                          "COLL_POLL_BURST=%lld is out of range (0..1000000)", (long long)burst);
-    comm->poll_burst = (int)burst;
-    return COLL_OK;
-}
-
 static coll_status_t read_coll_settings(struct coll_comm *comm)
 {
     COLL_CHECK(coll_algo_parse_forced(coll_param_raw(COLL_PARAM_ALGO), comm->forced));
@@ -484,7 +445,6 @@ static coll_status_t comm_alloc(const coll_init_args_t *a, struct coll_comm **co
     if (a->config && a->config->timeout_ms > 0)
         comm->timeout_ns = (uint64_t)a->config->timeout_ms * 1000000ull;
     COLL_CHECK_GOTO(coll_param_duration_ns(COLL_PARAM_POLL_SPIN, &comm->spin_ns), st, err);
-    COLL_CHECK_GOTO(read_poll_burst(comm), st, err);
     COLL_CHECK_GOTO(read_coll_settings(comm), st, err);
     COLL_CHECK_GOTO(coll_iface_select(&a->uid.root, &comm->local_addr, comm->ifname), st, err);
     COLL_CHECK_GOTO(coll_evloop_create(&comm->ev), st, err);

@@ -71,7 +71,6 @@ struct coll_comm {
     uint8_t secret[COLL_SECRET_BYTES];
     uint64_t timeout_ns;
     uint64_t spin_ns;
-    int poll_burst;                /* COLL_POLL_BURST */
     coll_addr_t local_addr;        /* interface in use; split roots bind here */
     char ifname[32];
     coll_evloop_t *ev;

@@ -75,10 +75,6 @@ typedef enum coll_param_type {
     X(POLL_SPIN, COLL_PARAM_DURATION, "20us",                                            \
       "How long a waiting thread polls (yielding the core between polls) before it "    \
       "sleeps in the kernel")                                                            \
-    X(POLL_BURST, COLL_PARAM_INT, "16",                                                 \
-      "While spinning, polls of shared-memory rings between two system calls (the "     \
-      "event-loop check and the yield to other processes); 0: a system call after every " \
-      "poll")                                                                            \
     X(RECV_REDUCE, COLL_PARAM_BOOL, "1",                                                \
       "Reduce data as it arrives where the transport allows it (shared memory: "         \
       "straight from the ring, or a cache-sized piece at a time from the peer's memory) " \

@@ -40,13 +40,8 @@ enum coll_mem_kind {
 };
 #define COLL_MEM_BIT(kind) (1u << (kind))
 
-/* iface_progress alone sees arrivals, by reading memory (no system call):
- * a waiting thread polls it in bursts of COLL_POLL_BURST between the
- * event-loop check and the yield, which are system calls and cost more
- * than a shared-memory message. */
-#define COLL_TP_F_POLLED 1u
 /* The transport honours coll_tp_req_t.fold on receives. */
-#define COLL_TP_F_RECV_FOLD 2u
+#define COLL_TP_F_RECV_FOLD 1u
 
 /* Wire ids of transports, used to label address blobs in the bootstrap. */
 enum coll_tp_id {
