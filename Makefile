@@ -70,7 +70,6 @@ LIB_SRCS := $(wildcard libcoll/*.c) transports/transport.c \
 ifeq ($(HAVE_OFI),1)
 LIB_SRCS += $(wildcard transports/ofi/*.c)
 CPPFLAGS += -DCOLL_HAVE_OFI $(shell pkg-config --cflags libfabric)
-LDLIBS   += $(shell pkg-config --libs libfabric)
 endif
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOLS    := $(BUILD)/bin/collrun $(BUILD)/bin/collinfo

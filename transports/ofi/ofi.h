@@ -30,6 +30,15 @@
 #ifndef COLL_OFI_H
 #define COLL_OFI_H
 
+/* libfabric is opened with dlopen on first use (ofi_dl.c), not linked:
+ * its five exported functions are reached through wrappers of ours. The
+ * rest of its API is inline functions over the objects' ops tables. */
+#define fi_getinfo coll_fi_getinfo
+#define fi_freeinfo coll_fi_freeinfo
+#define fi_dupinfo coll_fi_dupinfo
+#define fi_fabric coll_fi_fabric
+#define fi_strerror coll_fi_strerror
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -40,6 +49,11 @@
 #include "transport.h"
 
 #define OFI_FI_VERSION FI_VERSION(1, 9)
+
+/* ofi_dl.c: open libfabric (once per process). On failure: an error
+ * naming the rank and dlerror's reason when `required`, else COLL_OK
+ * with *loaded_p = 0 (the transport stays unused). */
+coll_status_t ofi_dl_load(int rank, int required, int *loaded_p);
 
 /* Address blob: u8 version, u8 flags, u16 name length, u32 provider hash,
  * u64 pid namespace, u64 nonce (this iface's, random), then the

@@ -10,8 +10,9 @@
  * it; otherwise only where it beats our own transports, i.e. for RDMA-class
  * providers (verbs, efa, psm2/3, opx, cxi), which exist only where
  * /sys/class/infiniband or a Slingshot/Omni-Path device does. Elsewhere the
- * iface stays inert (no fi_getinfo: loading libfabric's providers costs
- * about 50 ms per process) and publishes itself as unusable.
+ * iface stays inert (libfabric is not even loaded, see ofi_dl.c; loading
+ * its providers costs about 50 ms per process) and publishes itself as
+ * unusable.
  */
 #include <errno.h>
 #include <dirent.h>
@@ -312,6 +313,12 @@ static coll_status_t setup(ofi_iface_t *iface)
     COLL_CHECK(read_settings(iface));
     if (!forced && !prov[0] && !rdma_hardware_present()) {
         COLL_TRACE(COLL_SUBSYS_NET, "rank %d: ofi: no RDMA device here; not used", rank);
+        return COLL_OK;
+    }
+    int loaded;
+    COLL_CHECK(ofi_dl_load(rank, forced || prov[0], &loaded));
+    if (!loaded) {
+        COLL_TRACE(COLL_SUBSYS_NET, "rank %d: ofi: libfabric cannot be loaded; not used", rank);
         return COLL_OK;
     }
     COLL_CHECK(get_info(iface, prov, forced, &iface->info));
