@@ -83,6 +83,11 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 hostroot /host
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
 mkdir -p /host/dev/shm
 mount -t tmpfs tmp /host/tmp; mount -t tmpfs shm /host/dev/shm; mount -t tmpfs run /host/run
+# the repository again, on its own: a fresh /tmp above hides a clone there
+repo=$(sed -n 's/.*rxerepo=\([^ ]*\).*/\1/p' /proc/cmdline | base64 -d)
+mkdir -p "/host$repo" 2>/dev/null
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 repo "/host$repo" ||
+    echo "rxe_vm: cannot mount the repository at $repo"
 ip link set lo up; ip link set eth0 up; ip addr add 10.0.2.15/24 dev eth0
 cmd=$(sed -n 's/.*rxecmd=\([^ ]*\).*/\1/p' /proc/cmdline | base64 -d)
 echo "=== rxe_vm start: $(uname -r)"
@@ -95,13 +100,15 @@ chmod +x "$dir/initrd/init"
     skip "cannot pack the initramfs"
 
 payload=$(printf 'cd %s && %s' "$(pwd)" "$cmd" | base64 -w0)
+repo=$(pwd | base64 -w0)
 # The kernel command line holds the command; it is capped at 2048 bytes.
-[ ${#payload} -lt 1800 ] || { echo "rxe_vm: command too long" >&2; exit 2; }
+[ $((${#payload} + ${#repo})) -lt 1750 ] || { echo "rxe_vm: command too long" >&2; exit 2; }
 log="$dir/guest.log"
 timeout -k 5 "$limit" qemu-system-x86_64 -accel "$accel" -cpu max -m 3072 -smp 2 \
     -nographic -no-reboot -kernel "$dir/vmlinuz" -initrd "$dir/initrd.gz" \
-    -append "console=ttyS0 quiet panic=-1 rxecmd=$payload" \
+    -append "console=ttyS0 quiet panic=-1 rxecmd=$payload rxerepo=$repo" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on \
+    -virtfs "local,path=$(pwd),mount_tag=repo,security_model=none,readonly=on" \
     -netdev user,id=n0 -device virtio-net-pci,netdev=n0 > "$log" 2>&1
 qrc=$?
 # The guest's output from the command on (not the firmware's screen).
