@@ -118,14 +118,22 @@ struct coll_tp_req {
     uint8_t scratch[COLL_TP_REQ_SCRATCH] __attribute__((aligned(16)));
 };
 
+/* memcpy that accepts the NULL buffers of zero-byte messages (memcpy
+ * itself may not be given NULL, even for zero bytes). */
+static inline void coll_copy(void *dst, const void *src, size_t len)
+{
+    if (len)
+        memcpy(dst, src, len);
+}
+
 /* Hand `len` received bytes at src, for offset `off` of the message, to
  * the receive: folded or copied. */
 static inline void coll_tp_deliver(coll_tp_req_t *req, size_t off, const void *src, size_t len)
 {
     if (req->fold)
         req->fold(req, off, src, len);
-    else if (len)
-        memcpy((uint8_t *)req->buf + off, src, len);
+    else
+        coll_copy((uint8_t *)req->buf + off, src, len);
 }
 
 typedef struct coll_tp_iface coll_tp_iface_t;

@@ -27,13 +27,6 @@ typedef struct coll_match {
     coll_list_t unexpected; /* coll_unexp_t */
 } coll_match_t;
 
-/* memcpy that accepts the NULL buffers of zero-byte messages (memcpy
- * itself may not be given NULL, even for zero bytes). */
-static inline void coll_copy(void *dst, const void *src, size_t len)
-{
-    if (len)
-        memcpy(dst, src, len);
-}
 
 static inline void coll_match_init(coll_match_t *m)
 {
