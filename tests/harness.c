@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -112,9 +114,14 @@ void harness_spawn_hook(int nranks, harness_rank_fn fn, void *arg, pid_t *pids,
     fflush(NULL);
     for (int r = 0; r < nranks; r++) {
         ck_assert_int_eq(pipe(fds[r]), 0);
+        pid_t parent = getpid();
         pids[r] = fork();
         ck_assert_int_ge(pids[r], 0);
         if (pids[r] == 0) {
+            /* A test that fails leaves by its assertion, without waiting:
+             * its ranks must not outlive it (some loop until an error). */
+            if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+                _exit(3);
             for (int q = 0; q <= r; q++) /* write ends: the parent's only */
                 close(fds[q][1]);
             rank_main(r, nranks, fds[r][0], fn, arg);
@@ -266,7 +273,8 @@ void harness_verify(const uint8_t *buf, size_t n, int src, int salt)
                    harness_pattern(src, salt, i));
 }
 
-coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t bytes, int fd)
+coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t bytes, int fd,
+                                  int ready_fd)
 {
     char *out = malloc(bytes), *in = malloc(bytes), line[1024];
     coll_status_t st = COLL_OK;
@@ -282,6 +290,8 @@ coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t
                             &reqs[1]);
         coll_status_t wst = coll_waitall(2, reqs);
         st = st == COLL_OK ? wst : st;
+        if (i == 0 && st == COLL_OK && ready_fd >= 0)
+            RANK_CHECK(write(ready_fd, "r", 1) == 1, "ready");
     }
     int n = snprintf(line, sizeof(line), "%d %.6f %d %s\n", rank, harness_now(), (int)st,
                      coll_get_last_error(comm));
@@ -290,6 +300,27 @@ coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t
     free(out); /* ranks are leak-checked under ASan */
     free(in);
     return st;
+}
+
+int harness_await(int fd, int n, int timeout_s)
+{
+    double deadline = harness_now() + timeout_s;
+    char c;
+
+    for (int got = 0; got < n;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int left_ms = (int)((deadline - harness_now()) * 1e3);
+        if (left_ms <= 0 || poll(&p, 1, left_ms) <= 0) {
+            fprintf(stderr, "harness: %d of %d ranks under way after %d s\n", got, n, timeout_s);
+            return -1;
+        }
+        if (read(fd, &c, 1) != 1) {
+            fprintf(stderr, "harness: %d of %d ranks under way when the rest exited\n", got, n);
+            return -1;
+        }
+        got++;
+    }
+    return 0;
 }
 
 double harness_check_kill_reports(int fd, double t_kill, double max_s, const char *expect,

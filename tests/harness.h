@@ -104,8 +104,15 @@ void harness_verify(const uint8_t *buf, size_t n, int src, int salt);
 /* A rank killed mid-transfer (test_fault, test_shm, test_verbs). Each rank
  * sends `bytes` to its right neighbour while receiving from its left, again
  * and again, until a call fails; that failure goes to fd as
- * "<rank> <time> <status> <message>" and is returned. */
-coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t bytes, int fd);
+ * "<rank> <time> <status> <message>" and is returned. After its first
+ * exchange a rank writes a byte to ready_fd (if >= 0): see harness_await. */
+coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t bytes, int fd,
+                                  int ready_fd);
+
+/* Reads n bytes from fd, one per rank that is under way, within timeout_s;
+ * 0 if they all came. Tests kill or stop a rank after this rather than after
+ * a fixed sleep, which a slow init on a loaded machine outlasts. */
+int harness_await(int fd, int n, int timeout_s);
 /* Read the reports from fd until EOF (closing it): exactly nreports, each
  * COLL_ERR_PEER_FAILED within max_s of t_kill with `expect` in its message.
  * Returns the slowest, in seconds. */

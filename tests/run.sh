@@ -8,6 +8,10 @@ build=${1:-build}
 export COLL_TEST_BUILD="$build"
 pass=0; fail=0; skip=0; failed=""
 start=$(date +%s)
+# Each program's output is kept, so that the summary can repeat why a program
+# failed: CI shows only the tail of the log.
+logs=$(mktemp -d) || exit 1
+trap 'rm -rf "$logs"' EXIT
 
 # Why a test cannot run under the sanitizer $COLL_TEST_SANITIZER; empty if it can.
 sanitizer_skip() {
@@ -40,12 +44,25 @@ for t in $tests; do
         continue
     fi
     t0=$(date +%s)
-    if "$t"; then
+    # To a file, then shown: through a pipe to tee, a rank process left
+    # behind by a failed test would hold the pipe open and hang the run.
+    "$t" > "$logs/$name.log" 2>&1
+    rc=$?
+    cat "$logs/$name.log"
+    if [ $rc -eq 0 ]; then
         pass=$((pass + 1)); verdict=ok
     else
         fail=$((fail + 1)); failed="$failed $name"; verdict=FAILED
     fi
     echo "== $name: $verdict ($(( $(date +%s) - t0 )) s)"
+done
+# Check's failure lines (file:line:F|E:...), the ranks' failed checks and the
+# harness's verdicts on ranks, 40 lines at most per failed program.
+for name in $failed; do
+    [ -f "$logs/$name.log" ] || continue
+    echo "== $name failed with:"
+    grep -E ':[0-9]+:[FE]:|check failed at|^harness: |ERROR: .*Sanitizer|runtime error' \
+        "$logs/$name.log" | head -40
 done
 echo "== ${COLL_TEST_SANITIZER:+$COLL_TEST_SANITIZER: }$pass test programs passed, $fail failed${skip:+, $skip skipped} in $(( $(date +%s) - start )) s${failed:+:$failed}"
 [ "$fail" -eq 0 ]

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <linux/sockios.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 
 static void conn_handler(void *arg, uint32_t events);
 static void send_abort_notice(tcp_ep_t *ep, coll_status_t why, const char *reason);
+static void linger_for_notice(tcp_ep_t *ep, uint64_t deadline_ns);
 
 /* Options of every data socket. The unsent backlog is bounded by one
  * chunk: enough to keep the link busy between two writable events, small
@@ -437,6 +439,37 @@ static void send_abort_notice(tcp_ep_t *ep, coll_status_t why, const char *reaso
         if (c->fd < 0 || finish_head_frame(c, deadline) != COLL_OK)
             continue;
         (void)coll_sock_io_deadline(c->fd, frame, hl + len, 1, deadline, NULL);
+    }
+    linger_for_notice(ep, deadline);
+}
+
+/* close() on a socket with unread input sends a reset and drops what is
+ * still in our send queue: the notice, when the peer's window was full
+ * (it then reports that we died, naming us instead of the culprit). So
+ * read and discard the input until the peer has taken every byte we sent,
+ * bounded by the notice deadline (a stopped peer takes nothing). */
+static void linger_for_notice(tcp_ep_t *ep, uint64_t deadline_ns)
+{
+    char sink[4096];
+
+    for (;;) {
+        struct pollfd pfd[TCP_NSOCKS_MAX];
+        int npfd = 0;
+        for (int i = 0; i < ep->nconn; i++) {
+            int fd = ep->conn[i].fd, unsent = 0;
+            if (fd < 0)
+                continue;
+            ssize_t n;
+            while ((n = coll_sock_read(fd, sink, sizeof(sink))) > 0)
+                ;
+            if (n == 0 && ioctl(fd, SIOCOUTQ, &unsent) == 0 && unsent > 0)
+                pfd[npfd++] = (struct pollfd){.fd = fd, .events = POLLIN};
+        }
+        uint64_t now = coll_time_ns();
+        if (npfd == 0 || now >= deadline_ns)
+            return;
+        /* no event says "acknowledged": wake on input or after 1 ms */
+        (void)poll(pfd, (nfds_t)npfd, 1);
     }
 }
 
