@@ -19,6 +19,8 @@
 struct coll_evloop {
     int epfd;
     int wakefd;
+    int nhot;  /* registered sources that are not cold */
+    int skips; /* dispatches skipped since the last epoll_wait */
     coll_ev_source_t wake_src;
     int nidle;
     struct {
@@ -56,8 +58,8 @@ coll_status_t coll_evloop_create(coll_evloop_t **ev_p)
                         strerror(errno));
         goto err;
     }
-    COLL_CHECK_GOTO(coll_evloop_add(ev, &ev->wake_src, ev->wakefd, EPOLLIN, wake_drain, ev),
-                    st, err);
+    COLL_CHECK_GOTO(coll_evloop_add_cold(ev, &ev->wake_src, ev->wakefd, EPOLLIN, wake_drain,
+                                         ev), st, err);
     *ev_p = ev;
     return COLL_OK;
 err:
@@ -76,19 +78,35 @@ void coll_evloop_destroy(coll_evloop_t *ev)
     free(ev);
 }
 
-coll_status_t coll_evloop_add(coll_evloop_t *ev, coll_ev_source_t *src, int fd,
-                              uint32_t events, coll_ev_handler_t handler, void *arg)
+static coll_status_t add_source(coll_evloop_t *ev, coll_ev_source_t *src, int fd,
+                                uint32_t events, coll_ev_handler_t handler, void *arg, int cold)
 {
     struct epoll_event e = {.events = events, .data.ptr = src};
 
     src->fd = fd;
+    src->cold = cold;
     src->events = events;
     src->handler = handler;
     src->arg = arg;
-    if (epoll_ctl(ev->epfd, EPOLL_CTL_ADD, fd, &e) != 0)
+    if (epoll_ctl(ev->epfd, EPOLL_CTL_ADD, fd, &e) != 0) {
+        src->fd = -1;
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_SYSTEM, "epoll_ctl(ADD, fd %d) failed: %s",
                           fd, strerror(errno));
+    }
+    ev->nhot += !cold;
     return COLL_OK;
+}
+
+coll_status_t coll_evloop_add(coll_evloop_t *ev, coll_ev_source_t *src, int fd,
+                              uint32_t events, coll_ev_handler_t handler, void *arg)
+{
+    return add_source(ev, src, fd, events, handler, arg, 0);
+}
+
+coll_status_t coll_evloop_add_cold(coll_evloop_t *ev, coll_ev_source_t *src, int fd,
+                                   uint32_t events, coll_ev_handler_t handler, void *arg)
+{
+    return add_source(ev, src, fd, events, handler, arg, 1);
 }
 
 coll_status_t coll_evloop_mod(coll_evloop_t *ev, coll_ev_source_t *src, uint32_t events)
@@ -106,14 +124,20 @@ coll_status_t coll_evloop_mod(coll_evloop_t *ev, coll_ev_source_t *src, uint32_t
 
 void coll_evloop_del(coll_evloop_t *ev, coll_ev_source_t *src)
 {
-    if (src->fd >= 0)
+    if (src->fd >= 0) {
         epoll_ctl(ev->epfd, EPOLL_CTL_DEL, src->fd, NULL);
+        ev->nhot -= !src->cold;
+    }
     src->fd = -1;
 }
 
 int coll_evloop_dispatch(coll_evloop_t *ev)
 {
     struct epoll_event events[EVLOOP_BATCH];
+
+    if (ev->nhot == 0 && ++ev->skips < COLL_EVLOOP_COLD_EVERY)
+        return 0;
+    ev->skips = 0;
     int n = epoll_wait(ev->epfd, events, EVLOOP_BATCH, 0);
 
     for (int i = 0; i < n; i++) {
@@ -154,6 +178,7 @@ void coll_evloop_sleep(coll_evloop_t *ev, int timeout_ms)
         busy |= ev->idle[i].fn(ev->idle[i].arg, 1);
     /* EINTR just ends the sleep early; the caller re-checks and loops. */
     (void)epoll_wait(ev->epfd, &e, 1, busy ? 0 : timeout_ms);
+    ev->skips = COLL_EVLOOP_COLD_EVERY; /* what woke us is dispatched next */
     for (int i = 0; i < ev->nidle && timeout_ms != 0; i++)
         ev->idle[i].fn(ev->idle[i].arg, 0);
 }

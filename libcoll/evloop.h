@@ -18,6 +18,7 @@ typedef void (*coll_ev_handler_t)(void *arg, uint32_t events);
  * their events may still be pending in the batch being dispatched. */
 typedef struct coll_ev_source {
     int fd;
+    int cold; /* registered with coll_evloop_add_cold */
     uint32_t events;
     coll_ev_handler_t handler;
     void *arg;
@@ -30,6 +31,14 @@ void coll_evloop_destroy(coll_evloop_t *ev);
 
 coll_status_t coll_evloop_add(coll_evloop_t *ev, coll_ev_source_t *src, int fd,
                               uint32_t events, coll_ev_handler_t handler, void *arg);
+/* A source whose events are rare and may wait a few polls (a listening
+ * socket, a peer's pidfd, a wakeup eventfd). While only cold sources are
+ * registered, coll_evloop_dispatch calls epoll_wait once in
+ * COLL_EVLOOP_COLD_EVERY calls: a communicator whose peers are all on
+ * shared memory then polls its rings without a system call each time. */
+#define COLL_EVLOOP_COLD_EVERY 16
+coll_status_t coll_evloop_add_cold(coll_evloop_t *ev, coll_ev_source_t *src, int fd,
+                                   uint32_t events, coll_ev_handler_t handler, void *arg);
 /* Change the events of a registered source; no-op when unchanged. */
 coll_status_t coll_evloop_mod(coll_evloop_t *ev, coll_ev_source_t *src, uint32_t events);
 void coll_evloop_del(coll_evloop_t *ev, coll_ev_source_t *src);

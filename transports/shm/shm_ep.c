@@ -113,7 +113,8 @@ static void watch_pid(shm_ep_t *ep)
                    pr->rank, ep->super.desc, strerror(errno));
         return;
     }
-    if (coll_evloop_add(pr->evloop, &ep->pid_src, ep->pidfd, EPOLLIN, pid_handler, ep) != COLL_OK) {
+    if (coll_evloop_add_cold(pr->evloop, &ep->pid_src, ep->pidfd, EPOLLIN, pid_handler, ep) !=
+        COLL_OK) {
         close(ep->pidfd);
         ep->pidfd = -1;
     }

@@ -160,8 +160,8 @@ static coll_status_t open_wake_socket(shm_iface_t *iface)
     if (bind(iface->wake_fd, (struct sockaddr *)&sa, len) != 0)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_SYSTEM, "rank %d: shm: cannot bind the "
                           "wakeup socket @%s: %s", pr->rank, sa.sun_path + 1, strerror(errno));
-    return coll_evloop_add(pr->evloop, &iface->wake_src, iface->wake_fd, EPOLLIN, wake_handler,
-                           iface);
+    return coll_evloop_add_cold(pr->evloop, &iface->wake_src, iface->wake_fd, EPOLLIN,
+                                wake_handler, iface);
 }
 
 static coll_status_t shm_iface_open(const coll_tp_params_t *params, coll_tp_iface_t **iface_p)

@@ -164,8 +164,8 @@ static coll_status_t tcp_iface_open(const coll_tp_params_t *params, coll_tp_ifac
     /* accepted sockets inherit the buffer sizes, in time for the window
      * scale their SYN-ACK announces */
     tcp_sock_setup(iface->listen_fd, iface);
-    COLL_CHECK_GOTO(coll_evloop_add(params->evloop, &iface->listen_src, iface->listen_fd,
-                                    EPOLLIN, listen_handler, iface),
+    COLL_CHECK_GOTO(coll_evloop_add_cold(params->evloop, &iface->listen_src, iface->listen_fd,
+                                         EPOLLIN, listen_handler, iface),
                     st, err);
     *iface_p = &iface->super;
     return COLL_OK;
