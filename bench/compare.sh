@@ -39,6 +39,10 @@
 #       tcp  libcoll -T tcp; Open MPI --mca pml ob1 --mca btl tcp,self
 #            --mca btl_tcp_if_include lo; MPICH MPIR_CVAR_NOLOCAL=1
 #            UCX_TLS=tcp,self UCX_NET_DEVICES=lo; Gloo tcp on 127.0.0.1
+#       ofi-tcp, ofi-shm  libfabric's tcp or shm provider: libcoll -T ofi
+#            with COLL_OFI_PROVIDER; Open MPI --mca pml cm --mca mtl ofi
+#            with that provider; MPICH (Debian's is built for UCX) and
+#            Gloo have no libfabric path: n/a
 #       shm  libcoll -T shm; Open MPI --mca pml ob1 --mca btl vader,self;
 #            MPICH's defaults (shared memory within a node); Gloo has none
 #       any  everything allowed: each library as a user gets it on one
@@ -148,7 +152,10 @@ parse_args() {
     read -r -a words <<<"$COLLS"
     COLLS="${words[*]}"
     case "$P2P_SIZES" in *:*) ;; *) die "--p2p-sizes is MIN:MAX, e.g. 1:4M" ;; esac
-    case "$TRANSPORT" in tcp | shm | any) ;; *) die "--transport is tcp, shm or any" ;; esac
+    case "$TRANSPORT" in
+    tcp | shm | any | ofi-tcp | ofi-shm) ;;
+    *) die "--transport is tcp, shm, any, ofi-tcp or ofi-shm" ;;
+    esac
     case "$REPS" in '' | *[!0-9]* | 0) die "--reps takes a positive number" ;; esac
     case "$RUN_TIMEOUT" in '' | *[!0-9]*) die "--timeout takes whole seconds" ;; esac
     for c in $COLLS; do
@@ -267,12 +274,16 @@ why_not() {
             echo "skipped: $BUILD/peers/mpi_perf.openmpi not built (libopenmpi-dev)"
         ;;
     mpich)
+        case "$TRANSPORT" in ofi-*)
+            echo "n/a: MPICH here is built for UCX (ch4:ucx) and not for libfabric"; return ;;
+        esac
         command -v mpirun.mpich >/dev/null || { echo "skipped: mpirun.mpich not found (mpich)"; return; }
         [ -x "$BUILD/peers/mpi_perf.mpich" ] ||
             echo "skipped: $BUILD/peers/mpi_perf.mpich not built (libmpich-dev)"
         ;;
     gloo)
         [ "$TRANSPORT" = shm ] && { echo "n/a: Gloo has no shared-memory transport"; return; }
+        case "$TRANSPORT" in ofi-*) echo "n/a: Gloo has no libfabric transport"; return ;; esac
         [ -x "$BUILD/peers/gloo_perf" ] ||
             echo "skipped: $BUILD/peers/gloo_perf not built (libgloo-dev)"
         ;;
@@ -357,9 +368,12 @@ libcoll_args() { # COLL CSV
 }
 
 # With --transport any libcoll chooses per peer as it does by default: drop
-# the "-T any" that the peers take as a label (one argument per line).
+# the "-T any" that the peers take as a label (one argument per line). The
+# ofi-* classes are libcoll's -T ofi (the provider is set in run_one).
 libcoll_transport() {
-    if [ "$TRANSPORT" = any ]; then
+    if [ "${TRANSPORT#ofi-}" != "$TRANSPORT" ]; then
+        sed 's/^ofi-.*/ofi/'
+    elif [ "$TRANSPORT" = any ]; then
         awk 'prev == "-T" && $0 == "any" { prev = ""; next }
              { if (prev != "") print prev; prev = $0 }
              END { if (prev != "" && prev != "-T") print prev }'
@@ -404,8 +418,10 @@ run_one() { # LIB COLL NP REP
     case "$lib" in
     libcoll)
         mapfile -t args < <(libcoll_args "$coll" "$csv")
-        bounded "$log" "$BUILD/bin/collrun" -n "$np" "$BUILD/bin/$(libcoll_bin "$coll")" \
-            "${args[@]}"
+        local -a ofi=()
+        [ "${TRANSPORT#ofi-}" != "$TRANSPORT" ] && ofi=(COLL_OFI_PROVIDER="${TRANSPORT#ofi-}")
+        bounded "$log" env "${ofi[@]}" "$BUILD/bin/collrun" -n "$np" \
+            "$BUILD/bin/$(libcoll_bin "$coll")" "${args[@]}"
         ;;
     openmpi)
         mapfile -t args < <(peer_args "$coll" "$csv")
@@ -414,6 +430,10 @@ run_one() { # LIB COLL NP REP
         # shellcheck disable=SC2054
         [ "$TRANSPORT" = shm ] && mca=(--mca pml ob1 --mca btl vader,self)
         [ "$TRANSPORT" = any ] && mca=()
+        case "$TRANSPORT" in ofi-*)
+            mca=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "${TRANSPORT#ofi-}"
+                -x FI_PROVIDER="${TRANSPORT#ofi-}") ;;
+        esac
         bounded "$log" mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none \
             -np "$np" "${mca[@]}" "$BUILD/peers/mpi_perf.openmpi" "${args[@]}"
         ;;
@@ -436,6 +456,8 @@ run_one() { # LIB COLL NP REP
     # put them side by side
     [ "$lib" = libcoll ] && [ "$TRANSPORT" = any ] && [ -f "$csv" ] &&
         sed -i 's/^\(libcoll,[^,]*,\)auto,/\1any,/' "$csv"
+    [ "$lib" = libcoll ] && [ "${TRANSPORT#ofi-}" != "$TRANSPORT" ] && [ -f "$csv" ] &&
+        sed -i "s/^\(libcoll,[^,]*,\)ofi,/\1$TRANSPORT,/" "$csv"
     wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     case "$rc" in
     0) status=ok ;;

@@ -249,6 +249,53 @@ START_TEST(test_shm_class)
 }
 END_TEST
 
+/* ofi-tcp: libcoll and Open MPI both over libfabric's tcp provider, with
+ * numbers in both columns and a ratio; MPICH and Gloo say why they have
+ * no such path. Needs libcoll's libfabric transport. */
+START_TEST(test_ofi_class)
+{
+    char dir[64], cmd[512], info[4096], *out = out_buf(), *summary, *table;
+    int rc;
+
+    snprintf(cmd, sizeof(cmd), "%s/bin/collinfo", harness_build_dir());
+    ck_assert_int_eq(harness_sh(cmd, info, sizeof(info)), 0);
+    if (!strstr(info, "ofi")) {
+        printf("test_compare: the ofi-tcp class: skipped: libcoll built without libfabric\n");
+        free(out);
+        return;
+    }
+    harness_tmpdir_make(dir, sizeof(dir), "test-compare");
+    rc = run_compare(dir, "--np 2 -b 8 -e 64K -f 64 --reps 1 -n 5 -w 1 --timeout 40 "
+                     "--transport ofi-tcp --libs libcoll,openmpi,mpich,gloo", 120, out);
+    ck_assert_msg(rc == 0, "compare.sh exited %d:\n%s", rc, out);
+    summary = slurp(dir, "summary.csv");
+    table = slurp(dir, "table.txt");
+    /* 8 B, 512 B, 32 KiB: every row has both numbers and a ratio */
+    static const char *const sizes[] = {"8", "512", "32768"};
+    for (int i = 0; i < 3; i++) {
+        char row[64], line[512], *f[MAX_FIELDS], *at;
+        snprintf(row, sizeof(row), "all_reduce,2,ofi-tcp,out,%s,", sizes[i]);
+        at = strstr(summary, row);
+        ck_assert_msg(at != NULL, "no %s row in summary.csv:\n%s", row, summary);
+        snprintf(line, sizeof(line), "%.*s", (int)strcspn(at, "\n"), at);
+        ck_assert_int_eq(split_csv(line, f), 13);
+        ck_assert_msg(is_number(f[6]) && is_number(f[7]) && is_number(f[12]),
+                      "libcoll '%s', openmpi '%s', ratio '%s' at %s B", f[6], f[7], f[12],
+                      sizes[i]);
+        ck_assert_msg(strcmp(f[8], "n/a") == 0 && strcmp(f[9], "n/a") == 0,
+                      "mpich '%s', gloo '%s' at %s B: expected n/a", f[8], f[9], sizes[i]);
+    }
+    ck_assert_msg(strstr(table, "n/a: mpich: MPICH here is built for UCX") &&
+                  strstr(table, "n/a: gloo: Gloo has no libfabric transport"),
+                  "the table does not say why MPICH and Gloo are n/a:\n%s", table);
+    check_no_wrong(dir);
+    free(summary);
+    free(table);
+    free(out);
+    harness_tmpdir_remove(dir);
+}
+END_TEST
+
 /* A run cut by --timeout shows as timeout in the table and in runs.csv. */
 START_TEST(test_timeout_shows)
 {
@@ -286,6 +333,7 @@ static Suite *compare_suite(void)
 
     tc = tcase_create("classes");
     tcase_add_test(tc, test_shm_class);
+    tcase_add_test(tc, test_ofi_class);
     tcase_add_test(tc, test_timeout_shows);
     tcase_set_timeout(tc, 90);
     suite_add_tcase(s, tc);
