@@ -177,7 +177,7 @@ deps-demo:
 test: deps-test
 	@$(MAKE) --no-print-directory all test-build
 	@tests/run.sh $(BUILD)
-	@$(MAKE) --no-print-directory test-rxe RXE_TESTS=test_verbs
+	@$(MAKE) --no-print-directory test-rxe RXE_TESTS="test_verbs test_checksum"
 	@$(MAKE) --no-print-directory fuzz-build && \
 	    tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_TEST_SECONDS)
 	@$(MAKE) --no-print-directory sanitize-asan

@@ -108,7 +108,8 @@ typedef enum coll_param_type {
       "cached registration keeps the old pages")                                         \
     X(CHECKSUM, COLL_PARAM_BOOL, "0",                                                    \
       "Put a CRC-32C in every transport frame (TCP: header and payload; shared memory: " \
-      "every ring record; not the data that large shared-memory messages copy straight " \
+      "every ring record; verbs: every message, and each RDMA-written one whole; not "   \
+      "the data that large shared-memory messages copy straight "                       \
       "from the sender's memory) and fail with COLL_ERR_DATA_CORRUPTION, naming the "   \
       "link, on a mismatch. Must be the same on every rank (init fails, naming both "    \
       "values, if not)")                                                                 \

@@ -15,6 +15,9 @@
 #include <time.h>
 
 #include "harness.h"
+#ifdef COLL_HAVE_VERBS
+#include <infiniband/verbs.h>
+#endif
 
 /* gcc defines __SANITIZE_ADDRESS__ under -fsanitize=address, clang has
  * __has_feature. */
@@ -300,6 +303,19 @@ coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t
     free(out); /* ranks are leak-checked under ASan */
     free(in);
     return st;
+}
+
+int harness_verbs_devices(void)
+{
+#ifdef COLL_HAVE_VERBS
+    int n = 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    if (list)
+        ibv_free_device_list(list);
+    return n;
+#else
+    return 0;
+#endif
 }
 
 int harness_await(int fd, int n, int timeout_s)

@@ -113,6 +113,11 @@ coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t
  * 0 if they all came. Tests kill or stop a rank after this rather than after
  * a fixed sleep, which a slow init on a loaded machine outlasts. */
 int harness_await(int fd, int n, int timeout_s);
+
+/* RDMA devices that libibverbs lists here (0 without libibverbs): tests
+ * over the verbs transport run where there is one, print "skipped:"
+ * elsewhere. */
+int harness_verbs_devices(void);
 /* Read the reports from fd until EOF (closing it): exactly nreports, each
  * COLL_ERR_PEER_FAILED within max_s of t_kill with `expect` in its message.
  * Returns the slowest, in seconds. */

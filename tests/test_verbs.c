@@ -338,18 +338,6 @@ END_TEST
 
 /* ---- with and without a device ---------------------------------------------------- */
 
-static int verbs_devices(void)
-{
-#ifdef COLL_HAVE_VERBS
-    int n = 0;
-    struct ibv_device **list = ibv_get_device_list(&n);
-    if (list)
-        ibv_free_device_list(list);
-    return n;
-#else
-    return 0;
-#endif
-}
 
 typedef struct nodev_result {
     int rank;
@@ -395,7 +383,7 @@ static void read_result(int r, nodev_result_t *res)
 START_TEST(test_forced_no_device)
 {
     int nranks = 2 + _i;
-    if (verbs_devices() > 0) {
+    if (harness_verbs_devices() > 0) {
         printf("test_verbs: forced without a device: skipped: this host has a verbs device\n");
         return;
     }
@@ -515,7 +503,7 @@ static int rank_matrix(int rank, int nranks, const coll_unique_id_t *id, void *a
 START_TEST(test_matrix)
 {
     int nranks = 2 + _i;
-    if (verbs_devices() == 0) {
+    if (harness_verbs_devices() == 0) {
         printf("test_verbs: collectives over verbs at %d ranks: skipped: no verbs device\n",
                nranks);
         return;
@@ -534,7 +522,7 @@ START_TEST(test_bench_flag)
     static char out[65536];
     char cmd[1024];
     const char *b = harness_build_dir();
-    int dev = verbs_devices() > 0, rc;
+    int dev = harness_verbs_devices() > 0, rc;
 
     if (getenv("COLL_TEST_SANITIZER")) { /* as test_bench: the benchmarks are not built then */
         printf("test_verbs: all_reduce_perf -T verbs: skipped: sanitized builds have no "
@@ -583,7 +571,7 @@ START_TEST(test_sigkill_named)
     pid_t pids[3];
     char expect[32];
 
-    if (verbs_devices() == 0) {
+    if (harness_verbs_devices() == 0) {
         printf("test_verbs: a rank killed mid-transfer over verbs: skipped: no verbs device\n");
         return;
     }

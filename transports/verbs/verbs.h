@@ -20,6 +20,10 @@
  *           (flag DISCARD: "drop them", the sizes differ)
  *   CREDIT  credits only
  *   BYE     the peer destroyed its communicator
+ * With COLL_CHECKSUM, every message ends in a CRC-32C of what precedes it
+ * (header and payload; VERBS_CRC_BYTES, little-endian), and an RTS's aux
+ * is the CRC-32C of the whole message, which the receiver checks once the
+ * writes have landed, before the receive completes.
  * An abort's reason travels over the TCP side link (its ABORT frame).
  * After a CTS the sender RDMA-writes the message (pieces of at most
  * VERBS_WRITE_MAX) and the last piece carries immediate data = the recv
@@ -47,7 +51,9 @@
 #define VERBS_CREDITS 32
 #define VERBS_CREDIT_RESERVE 2
 #define VERBS_SLOT_BYTES 8192
-#define VERBS_EAGER_MAX (VERBS_SLOT_BYTES - VERBS_HDR_BYTES)
+#define VERBS_CRC_BYTES 4
+/* The same with checksums on or off, so that it is one constant. */
+#define VERBS_EAGER_MAX (VERBS_SLOT_BYTES - VERBS_HDR_BYTES - VERBS_CRC_BYTES)
 #define VERBS_SEND_SLOTS 32
 #define VERBS_SQ_DEPTH 128
 #define VERBS_WRITE_MAX (1u << 30)
@@ -113,6 +119,7 @@ typedef struct verbs_req_priv {
     verbs_mr_t *mr;           /* rendezvous: the buffer's registration */
     uint32_t id;              /* send: our id in RTS; recv: our id in CTS */
     uint32_t pieces;          /* send: writes posted for it */
+    uint32_t crc;             /* recv, COLL_CHECKSUM: the message's CRC-32C, from the RTS */
 } verbs_req_priv_t;
 
 _Static_assert(sizeof(verbs_req_priv_t) <= COLL_TP_REQ_SCRATCH, "verbs request state too large");

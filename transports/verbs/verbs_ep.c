@@ -53,8 +53,13 @@ void verbs_ep_fail(verbs_ep_t *ep, coll_status_t status, const char *fmt, ...)
     ep->state = VERBS_EP_CLOSED;
     ep->error = status;
     ep_qp_stop(ep);
+    /* A peer that broke the protocol or whose data arrived corrupted is
+     * alive: it learns why over the side link (else it would report that
+     * we died). */
     if (ep->wire)
-        ep->wire->iface->ops->ep_close(ep->wire, status, NULL);
+        ep->wire->iface->ops->ep_close(ep->wire, status,
+                                       status == COLL_ERR_PROTOCOL ||
+                                       status == COLL_ERR_DATA_CORRUPTION ? msg : NULL);
     /* The core records the cause first (it names the peer), then the
      * requests fail as part of it. */
     ep->iface->super.params.ep_failed(ep->iface->super.params.core, ep->super.peer, status, msg);

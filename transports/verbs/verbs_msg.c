@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crc32c.h"
 #include "error.h"
 #include "log.h"
 #include "verbs.h"
@@ -84,10 +85,15 @@ static int post_msg(verbs_ep_t *ep, verbs_tx_t *tx)
         return 0;
     slot = ep->free_slots[--ep->nfree_slots];
     tx->hdr.credits = (uint16_t)COLL_MIN(ep->owed, 0xffff);
-    verbs_hdr_encode(&tx->hdr, slot_buf(ep, slot));
-    coll_copy(slot_buf(ep, slot) + VERBS_HDR_BYTES, tx->payload, tx->len);
-    struct ibv_sge sge = {(uintptr_t)slot_buf(ep, slot), (uint32_t)(VERBS_HDR_BYTES + tx->len),
-                          ep->bufs_mr->lkey};
+    size_t bytes = VERBS_HDR_BYTES + tx->len;
+    uint8_t *buf = slot_buf(ep, slot);
+    verbs_hdr_encode(&tx->hdr, buf);
+    coll_copy(buf + VERBS_HDR_BYTES, tx->payload, tx->len);
+    if (ep->iface->super.params.checksum) {
+        coll_store_u32(buf + bytes, coll_crc32c(0, buf, bytes));
+        bytes += VERBS_CRC_BYTES;
+    }
+    struct ibv_sge sge = {(uintptr_t)buf, (uint32_t)bytes, ep->bufs_mr->lkey};
     struct ibv_send_wr wr = {.wr_id = VERBS_WR_ID(ep->super.peer, VERBS_WR_SEND, slot),
                              .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
                              .send_flags = IBV_SEND_SIGNALED}, *bad;
@@ -221,6 +227,8 @@ coll_status_t verbs_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
     } else {
         priv->id = ep->next_send_id++ & 0xffffff;
         verbs_hdr_t h = {.type = VERBS_RTS, .id = priv->id, .tag = req->tag, .len = req->len};
+        if (ep->iface->super.params.checksum)
+            h.aux = coll_crc32c(0, req->buf, req->len);
         tx_init(&priv->tx, VERBS_TX_MSG, &h, NULL, 0, NULL);
         coll_list_push_back(&ep->rndv_sends, &req->link);
     }
@@ -289,7 +297,8 @@ static void on_write_sent(verbs_ep_t *ep, uint32_t id)
 /* An RTS met its receive (or none, or one of another size: then the
  * sender is told to drop the message). The CTS goes first in the queue:
  * the sender's data waits for it. */
-static void answer_rts(verbs_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_t msg_len)
+static void answer_rts(verbs_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_t msg_len,
+                       uint32_t crc)
 {
     verbs_hdr_t h = {.type = VERBS_CTS, .id = send_id};
 
@@ -301,6 +310,7 @@ static void answer_rts(verbs_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, siz
         if (ep_register(ep, req) != COLL_OK)
             return;
         verbs_priv(req)->id = ep->next_recv_id++ & 0xffffff;
+        verbs_priv(req)->crc = crc;
         h.aux = verbs_priv(req)->id;
         h.addr = (uintptr_t)req->buf;
         h.rkey = verbs_priv(req)->mr->rkey;
@@ -326,7 +336,7 @@ coll_status_t verbs_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
         if (ux->data)
             coll_match_deliver_eager(req, ux);
         else
-            answer_rts(ep, req, ux->id, ux->len);
+            answer_rts(ep, req, ux->id, ux->len, ux->aux);
         free(ux);
         return COLL_OK;
     }
@@ -374,7 +384,7 @@ static void on_rts(verbs_ep_t *ep, const verbs_hdr_t *h)
     coll_unexp_t *ux;
 
     if (req) {
-        answer_rts(ep, req, h->id, h->len);
+        answer_rts(ep, req, h->id, h->len, h->aux);
         return;
     }
     ux = calloc(1, sizeof(*ux));
@@ -386,6 +396,7 @@ static void on_rts(verbs_ep_t *ep, const verbs_hdr_t *h)
     ux->tag = h->tag;
     ux->len = h->len;
     ux->id = h->id;
+    ux->aux = h->aux;
     coll_list_push_back(&ep->match.unexpected, &ux->link);
 }
 
@@ -398,6 +409,45 @@ static void on_bye(verbs_ep_t *ep)
     verbs_ep_fail_pending_rndv(ep, COLL_ERR_PEER_FAILED);
 }
 
+/* COLL_CHECKSUM: the link fails, naming itself, and nothing of the
+ * message is delivered. */
+static int corrupted(verbs_ep_t *ep, const char *what, size_t len, uint32_t got, uint32_t want)
+{
+    if (got == want)
+        return 0;
+    verbs_ep_fail(ep, COLL_ERR_DATA_CORRUPTION, "data corruption on the link from %s to rank %d "
+                  "(verbs): %s of %zu bytes failed its CRC-32C (computed %08x, sent %08x); its "
+                  "message was not delivered", ep->super.desc, ep->iface->super.params.rank,
+                  what, len, got, want);
+    return 1;
+}
+
+/* The test hook (crc32c.h), then the check of a message that RDMA writes
+ * brought: 1 when it must not be delivered. */
+static int write_corrupted(verbs_ep_t *ep, coll_tp_req_t *req)
+{
+    const coll_tp_params_t *pr = &ep->iface->super.params;
+
+    if (coll_test_corrupt_due(pr->test_corrupt_frame, req->len))
+        ((uint8_t *)req->buf)[0] ^= 0x01;
+    return pr->checksum && corrupted(ep, "an RDMA-written message", req->len,
+                                     coll_crc32c(0, req->buf, req->len), verbs_priv(req)->crc);
+}
+
+/* The same for a message in a receive slot, whose last VERBS_CRC_BYTES are
+ * its CRC when checksums are on. */
+static int slot_corrupted(verbs_ep_t *ep, const verbs_hdr_t *h, uint8_t *buf, uint32_t bytes)
+{
+    const coll_tp_params_t *pr = &ep->iface->super.params;
+    uint32_t body = bytes - (pr->checksum ? VERBS_CRC_BYTES : 0);
+
+    if (h->type == VERBS_EAGER && h->len == body - VERBS_HDR_BYTES &&
+        coll_test_corrupt_due(pr->test_corrupt_frame, h->len))
+        buf[VERBS_HDR_BYTES] ^= 0x01;
+    return pr->checksum && corrupted(ep, "a message", body, coll_crc32c(0, buf, body),
+                                     coll_load_u32(buf + body));
+}
+
 static void on_write_done(verbs_ep_t *ep, uint32_t id)
 {
     coll_tp_req_t *req = find_by_id(&ep->rndv_recvs, id);
@@ -408,21 +458,29 @@ static void on_write_done(verbs_ep_t *ep, uint32_t id)
     }
     coll_list_del(&req->link);
     verbs_mr_put(&ep->iface->mrs, verbs_priv(req)->mr);
+    if (write_corrupted(ep, req)) {
+        req->complete(req, COLL_ERR_DATA_CORRUPTION); /* in no list */
+        return;
+    }
     req->bytes_done = req->len;
     req->complete(req, COLL_OK);
 }
 
 /* One message in a receive slot. Returns 1 if it took a credit. */
-static int on_message(verbs_ep_t *ep, const uint8_t *buf, uint32_t bytes)
+static int on_message(verbs_ep_t *ep, uint8_t *buf, uint32_t bytes)
 {
+    uint32_t crc_bytes = ep->iface->super.params.checksum ? VERBS_CRC_BYTES : 0;
     verbs_hdr_t h;
 
-    if (bytes < VERBS_HDR_BYTES) {
+    if (bytes < VERBS_HDR_BYTES + crc_bytes) {
         verbs_ep_fail(ep, COLL_ERR_PROTOCOL, "verbs: %s sent a %u-byte message", ep->super.desc,
                       bytes);
         return 0;
     }
     verbs_hdr_decode(buf, &h);
+    if (slot_corrupted(ep, &h, buf, bytes))
+        return 0;
+    bytes -= crc_bytes;
     ep->tx_credits += h.credits;
     if (ep->tx_credits > (int)ep->peer.credits - VERBS_CREDIT_RESERVE) {
         verbs_ep_fail(ep, COLL_ERR_PROTOCOL, "verbs: %s returned more credits than it had",
