@@ -19,8 +19,8 @@
 struct coll_evloop {
     int epfd;
     int wakefd;
-    int nhot;  /* registered sources that are not cold */
-    int skips; /* dispatches skipped since the last epoll_wait */
+    int nhot;             /* registered sources that are not cold */
+    uint64_t cold_due_ns; /* only cold sources: no epoll_wait before this */
     coll_ev_source_t wake_src;
     int nidle;
     struct {
@@ -135,9 +135,12 @@ int coll_evloop_dispatch(coll_evloop_t *ev)
 {
     struct epoll_event events[EVLOOP_BATCH];
 
-    if (ev->nhot == 0 && ++ev->skips < COLL_EVLOOP_COLD_EVERY)
-        return 0;
-    ev->skips = 0;
+    if (ev->nhot == 0) {
+        uint64_t now = coll_time_ns();
+        if (now < ev->cold_due_ns)
+            return 0;
+        ev->cold_due_ns = now + COLL_EVLOOP_COLD_NS;
+    }
     int n = epoll_wait(ev->epfd, events, EVLOOP_BATCH, 0);
 
     for (int i = 0; i < n; i++) {
@@ -178,7 +181,7 @@ void coll_evloop_sleep(coll_evloop_t *ev, int timeout_ms)
         busy |= ev->idle[i].fn(ev->idle[i].arg, 1);
     /* EINTR just ends the sleep early; the caller re-checks and loops. */
     (void)epoll_wait(ev->epfd, &e, 1, busy ? 0 : timeout_ms);
-    ev->skips = COLL_EVLOOP_COLD_EVERY; /* what woke us is dispatched next */
+    ev->cold_due_ns = 0; /* what woke us is dispatched next */
     for (int i = 0; i < ev->nidle && timeout_ms != 0; i++)
         ev->idle[i].fn(ev->idle[i].arg, 0);
 }

@@ -31,12 +31,14 @@ void coll_evloop_destroy(coll_evloop_t *ev);
 
 coll_status_t coll_evloop_add(coll_evloop_t *ev, coll_ev_source_t *src, int fd,
                               uint32_t events, coll_ev_handler_t handler, void *arg);
-/* A source whose events are rare and may wait a few polls (a listening
- * socket, a peer's pidfd, a wakeup eventfd). While only cold sources are
- * registered, coll_evloop_dispatch calls epoll_wait once in
- * COLL_EVLOOP_COLD_EVERY calls: a communicator whose peers are all on
- * shared memory then polls its rings without a system call each time. */
-#define COLL_EVLOOP_COLD_EVERY 16
+/* A source whose events are rare and may wait a few microseconds (a
+ * listening socket, a peer's pidfd, a wakeup eventfd). While only cold
+ * sources are registered, coll_evloop_dispatch calls epoll_wait at most
+ * once per COLL_EVLOOP_COLD_NS: a communicator whose peers are all on
+ * shared memory then polls its rings without a system call each time.
+ * (In time, not in calls: a loop that serves the ports every 20 ms, as
+ * init's bootstrap wait does, must see them every time.) */
+#define COLL_EVLOOP_COLD_NS 20000
 coll_status_t coll_evloop_add_cold(coll_evloop_t *ev, coll_ev_source_t *src, int fd,
                                    uint32_t events, coll_ev_handler_t handler, void *arg);
 /* Change the events of a registered source; no-op when unchanged. */

@@ -36,9 +36,11 @@ typedef enum coll_param_type {
       "collective, count, datatype, op, root, algorithm, state) and what the running "    \
       "ones wait for to this file; %r is the rank, %p the pid, %h the host. Empty: no "   \
       "report")                                                                          \
-    X(HANDSHAKE_TIMEOUT, COLL_PARAM_DURATION, "800ms",                                   \
+    X(HANDSHAKE_TIMEOUT, COLL_PARAM_DURATION, "500ms",                                   \
       "Time an incoming connection gets to prove it belongs to the job before it is "    \
-      "dropped")                                                                         \
+      "dropped (a rank whose own connection is dropped retries). Waiting loops check "  \
+      "it every 100 ms at most, so a stranger goes within this plus 0.1 s on an idle "  \
+      "host")                                                                            \
     X(SOCKET_IFNAME, COLL_PARAM_STR, "",                                                 \
       "Network interfaces to use, as NCCL_SOCKET_IFNAME: comma separated prefixes, "    \
       "^ to exclude, = for exact names (e.g. eth0, ^docker,lo, =ib0)")                   \
