@@ -28,8 +28,12 @@
 
 /* ---- point to point ------------------------------------------------------------ */
 
-enum { PATH_CMA, PATH_RING, PATH_REFUSED, NPATHS };
-static const char *path_names[] = {"cross-memory attach", "ring (COLL_SHM_CMA=0)",
+/* PATH_CMA: the defaults, cross-memory attach up to COLL_SHM_CMA_MAX (2M)
+ * and the ring above it; PATH_CMA_ALL: cross-memory attach at any size. */
+enum { PATH_CMA, PATH_CMA_ALL, PATH_RING, PATH_REFUSED, NPATHS };
+static const char *path_names[] = {"cross-memory attach up to 2 MiB, then the ring",
+                                   "cross-memory attach (COLL_SHM_CMA_MAX=0)",
+                                   "ring (COLL_SHM_CMA=0)",
                                    "ring after process_vm_readv was refused"};
 
 /* Around the eager limit (a quarter ring less a 32-byte record header:
@@ -72,6 +76,8 @@ static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
     setenv("COLL_TRANSPORTS", "shm", 1);
     if (path == PATH_RING)
         setenv("COLL_SHM_CMA", "0", 1);
+    if (path == PATH_CMA_ALL)
+        setenv("COLL_SHM_CMA_MAX", "0", 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
     if (path == PATH_REFUSED)
         refuse_cma();
@@ -140,7 +146,8 @@ START_TEST(test_p2p_paths)
     harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
     ck_assert_msg(harness_run(2, rank_p2p, &path, 120) == 0, "p2p over %s", path_names[path]);
     /* the path really taken, from the ranks' logs */
-    const char *needle = path == PATH_CMA ? "cross-memory attach)"
+    const char *needle = path == PATH_CMA ? "cross-memory attach, the ring above 2097152 bytes"
+                         : path == PATH_CMA_ALL ? "cross-memory attach)"
                          : path == PATH_RING ? "cross-memory attach disabled"
                                              : "is not permitted";
     snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c '%s'", log_dir, needle);

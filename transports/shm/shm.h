@@ -219,6 +219,7 @@ struct shm_iface {
     size_t ring_bytes;
     size_t eager_limit;
     size_t cma_threshold;
+    size_t cma_max;           /* COLL_SHM_CMA_MAX; SIZE_MAX: none */
     uint8_t *bounce;          /* SHM_BOUNCE_BYTES for cma_fold, allocated on first use */
     int cma;                  /* we may read peers' memory */
     int hook_set;

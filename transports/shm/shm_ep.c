@@ -147,11 +147,17 @@ static shm_ep_t *ep_alloc(shm_iface_t *iface, const coll_peer_info_t *peer, int 
 
 static void become_ready(shm_ep_t *ep)
 {
+    const shm_iface_t *iface = ep->iface;
+    char cma_max[48] = "";
+
     ep->state = SHM_EP_READY;
     __atomic_store_n(&ep->armed, 1, __ATOMIC_RELEASE);
-    COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: connected to %s (ring %u bytes, %s)",
-              ep->iface->super.params.rank, ep->super.desc, ep->seg->ring_bytes,
-              ep->iface->cma ? "cross-memory attach" : "copy through the ring");
+    if (iface->cma && iface->cma_max != SIZE_MAX)
+        snprintf(cma_max, sizeof(cma_max), ", the ring above %zu bytes but when reducing",
+                 iface->cma_max);
+    COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: connected to %s (ring %u bytes, %s%s)",
+              iface->super.params.rank, ep->super.desc, ep->seg->ring_bytes,
+              iface->cma ? "cross-memory attach" : "copy through the ring", cma_max);
     shm_wake_peer(ep); /* it may sleep while it connects */
     shm_tx_flush(ep);  /* sends posted while connecting */
 }

@@ -134,6 +134,9 @@ static coll_status_t read_params(shm_iface_t *iface)
 
     COLL_CHECK(coll_param_size(COLL_PARAM_SHM_RING_SIZE, &ring));
     COLL_CHECK(coll_param_size(COLL_PARAM_SHM_CMA_THRESHOLD, &iface->cma_threshold));
+    COLL_CHECK(coll_param_size(COLL_PARAM_SHM_CMA_MAX, &iface->cma_max));
+    if (iface->cma_max == 0)
+        iface->cma_max = SIZE_MAX;
     COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_CMA, &cma));
     ring = COLL_MAX(COLL_MIN(ring, (size_t)SHM_RING_MAX), (size_t)SHM_RING_MIN);
     while (ring & (ring - 1)) /* round down to a power of two */
