@@ -1,6 +1,6 @@
 /*
  * ofi.h: the libfabric transport's objects (one file each: ofi_iface.c,
- * ofi_ep.c, ofi_msg.c, ofi_mr.c).
+ * ofi_ep.c, ofi_msg.c, ofi_match.c, ofi_mr.c).
  *
  * One reliable-datagram endpoint (FI_EP_RDM) per communicator, with one
  * completion queue and one address vector; a coll endpoint per peer is
