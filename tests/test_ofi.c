@@ -204,7 +204,7 @@ static const char *const providers[] = {"tcp", "shm"};
 
 START_TEST(test_mismatch)
 {
-    ck_assert_int_eq(harness_run(2, rank_mismatch, (void *)providers[_i], 100), 0);
+    ck_assert_int_eq(harness_run(2, rank_mismatch, (void *)providers[_i], 30), 0);
 }
 END_TEST
 
