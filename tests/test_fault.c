@@ -72,8 +72,10 @@ static int names_host_port(const char *s)
  * where it ran (TCP: host:port; shared memory: pid and host) within 10 s
  * of the kill, and coll_comm_abort then returns within 5 s. */
 /* Each victim rank over TCP and shared memory; one over libfabric's tcp
- * provider. (Over its shm provider the survivors named the victim within
- * 24 ms in one run and hung in the next: see docs/transports.md.) */
+ * provider. Not over its shm provider: a victim killed while it holds a
+ * shm region's spin lock leaves it held, and a survivor's next send to
+ * that region spins in libfabric for ever (5 of 45 runs here; see
+ * docs/transports.md). */
 static const struct kill_case {
     const char *transport;
     int victim;

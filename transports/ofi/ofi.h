@@ -1,6 +1,6 @@
 /*
  * ofi.h: the libfabric transport's objects (one file each: ofi_iface.c,
- * ofi_ep.c, ofi_msg.c, ofi_mr.c).
+ * ofi_ep.c, ofi_msg.c, ofi_match.c, ofi_mr.c).
  *
  * One reliable-datagram endpoint (FI_EP_RDM) per communicator, with one
  * completion queue and one address vector; a coll endpoint per peer is
@@ -26,6 +26,11 @@
  * Every operation handed to libfabric is an ofi_op_t of ours, never the
  * core's request: a request can be failed (and freed by the core) while
  * libfabric still owns its context, which then completes as a detached op.
+ *
+ * Matching of our own (ofi_match.c), for providers whose own matching can
+ * deadlock (shm): messages travel as frames (eager with their payload, or
+ * a request to send) into receives that take any frame, which we match to
+ * the core's receives; a large payload goes once its receive is posted.
  */
 #ifndef COLL_OFI_H
 #define COLL_OFI_H
@@ -47,6 +52,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "transport.h"
+#include "util/match.h"
 
 #define OFI_FI_VERSION FI_VERSION(1, 9)
 
@@ -62,6 +68,29 @@ coll_status_t ofi_dl_load(int rank, int required, int *loaded_p);
 #define OFI_ADDR_HDR 24
 #define OFI_NAME_MAX (COLL_TP_ADDR_MAX - OFI_ADDR_HDR)
 #define OFI_ADDR_ACTIVE 0x1
+
+/* Frames of our own matching (ofi_match.c): the tag context of frames,
+ * and of rendezvous payloads (the receiver's id in the low 32 bits). Both
+ * survive ofi_tag's folding. */
+#define OFI_FRAME_TAG (0xeull << 60)
+#define OFI_PAYLOAD_TAG (0xdull << 60)
+enum ofi_frame_type {
+    OFI_FRAME_EAGER = 1, /* the payload follows the header */
+    OFI_FRAME_RTS = 2,   /* len bytes wait at the sender under id */
+    OFI_FRAME_CTS = 3,   /* send id's payload with tag OFI_PAYLOAD_TAG | aux */
+};
+#define OFI_CTS_DISCARD 0x1 /* CTS flag: the receive does not take it */
+
+typedef struct ofi_frame {
+    uint32_t rank;         /* the sender's */
+    uint8_t type;          /* enum ofi_frame_type */
+    uint8_t flags;
+    uint16_t pad;
+    uint32_t id;           /* RTS, CTS: the sender's id of the message */
+    uint32_t aux;          /* CTS: the receiver's id of the payload */
+    uint64_t tag;          /* EAGER, RTS: our wire tag */
+    uint64_t len;          /* EAGER, RTS: the message's length */
+} ofi_frame_t;
 
 /* Control messages. */
 #define OFI_CTL_CTX 0xfull
@@ -91,6 +120,7 @@ typedef struct ofi_ctl {
      * (a port the OS gave out again) is recognised and dropped */
     uint64_t src_nonce;
     uint64_t dst_nonce;
+    uint64_t frames;       /* BYE: frames sent to the receiver before it (ofi_match.c) */
     char text[OFI_CTL_TEXT];
 } ofi_ctl_t;
 
@@ -113,6 +143,8 @@ enum ofi_op_kind {
     OFI_OP_RECV,
     OFI_OP_CTL_SEND,
     OFI_OP_CTL_RECV,
+    OFI_OP_FRAME_SEND,     /* RTS or CTS (an eager send is an OFI_OP_SEND with framed) */
+    OFI_OP_FRAME_RECV,     /* takes any frame into a bounce slot */
 };
 
 /* An operation owned by libfabric until its completion. The fi_context2
@@ -130,6 +162,10 @@ typedef struct ofi_op {
     size_t len;
     uint64_t tag, ignore;
     ofi_mr_t *mr;          /* registration held, if any */
+    int framed;            /* a send behind `frame` (iov of two) */
+    int cts_due;           /* a payload receive: send its CTS once posted */
+    int slot;              /* OFI_OP_FRAME_RECV: its bounce buffer */
+    ofi_frame_t frame;     /* header of a frame sent */
     ofi_ctl_t ctl;         /* control payload */
 } ofi_op_t;
 
@@ -153,6 +189,12 @@ struct ofi_ep {
     uint64_t bye_done;     /* when our BYE's send completed (or failed); 0 before */
     int nsends;            /* data and control sends posted or queued */
     coll_list_t ops;       /* ofi_op_t posted for this peer */
+    coll_match_t match;    /* our matching: receives posted, frames unexpected */
+    coll_list_t rndv_sends; /* coll_tp_req_t whose RTS went, waiting for the CTS */
+    uint32_t next_send_id, next_recv_id;
+    uint64_t frames_out, frames_in; /* frames sent to / taken from the peer */
+    uint64_t bye_frames;   /* its BYE came after this many frames */
+    int bye_due;           /* its BYE came; frames before it have not all */
     uint64_t last_rx_ns;   /* anything arrived from the peer */
     uint64_t ping_ns;      /* next keepalive due */
     uint64_t peer_nonce;   /* its iface's nonce, from its address blob */
@@ -186,6 +228,15 @@ struct ofi_iface {
     ofi_ep_t **by_addr;    /* by fi_addr_t (FI_AV_TABLE indexes) */
     int naddr;
     int busy_poll;         /* the wait fd misses some progress: waiters poll */
+    int sw_match;          /* our matching (ofi_match.c), not the provider's */
+    size_t eager_max;      /* sw_match: payload bytes an eager frame carries */
+    size_t slot_bytes;     /* sw_match: one bounce buffer */
+    int nslots;
+    uint8_t *slots;        /* bounce buffers of the frame receives */
+    coll_list_t frame_recvs; /* ofi_op_t OFI_OP_FRAME_RECV posted */
+    coll_list_t frame_idle;  /* ... waiting for room in the provider */
+    int data_rx;           /* sw_match: payload receives posted */
+    int data_rx_max;       /* ... at most: the rest of rx_attr->size stays for frames */
     coll_list_t free_ops;
     coll_list_t orphans;   /* ops of destroyed endpoints still posted */
     coll_list_t backlog_tx; /* sends waiting for room in the provider's queues */
@@ -226,6 +277,7 @@ coll_status_t ofi_ep_destroy(coll_tp_ep_t *ep);
 void ofi_ep_fail(ofi_ep_t *ep, coll_status_t status, const char *fmt, ...) COLL_PRINTF(3, 4);
 void ofi_ep_on_ctl(ofi_ep_t *ep, const ofi_ctl_t *ctl, size_t len);
 void ofi_ep_keepalive(ofi_ep_t *ep, uint64_t now);
+void ofi_ep_bye_check(ofi_ep_t *ep);
 
 /* ofi_msg.c */
 coll_status_t ofi_ep_isend(coll_tp_ep_t *ep, coll_tp_req_t *req);
@@ -238,6 +290,24 @@ void ofi_on_cq_error(ofi_iface_t *iface, const struct fi_cq_err_entry *err);
 void ofi_ep_cancel_ops(ofi_ep_t *ep, coll_status_t status, int include_sends);
 void ofi_op_free(ofi_iface_t *iface, ofi_op_t *op);
 void ofi_post_backlog(ofi_iface_t *iface);
+
+/* ofi_match.c */
+coll_status_t ofi_match_open(ofi_iface_t *iface);
+void ofi_match_repost(ofi_iface_t *iface);
+void ofi_match_ep_init(ofi_ep_t *ep);
+coll_status_t ofi_match_isend(ofi_ep_t *ep, coll_tp_req_t *req);
+void ofi_match_irecv(ofi_ep_t *ep, coll_tp_req_t *req);
+void ofi_match_on_frame(ofi_iface_t *iface, ofi_op_t *op, size_t len);
+void ofi_match_frame_failed(ofi_iface_t *iface, ofi_op_t *op, int err);
+void ofi_match_posted(ofi_op_t *op);
+void ofi_match_cancel(ofi_ep_t *ep, coll_status_t status, int include_sends);
+int ofi_match_waiting(const ofi_ep_t *ep);
+
+/* ofi_msg.c, for ofi_match.c */
+ofi_op_t *ofi_op_alloc(ofi_iface_t *iface, ofi_ep_t *ep, int kind, coll_tp_req_t *req);
+ssize_t ofi_post_frame_recv(ofi_op_t *op);
+coll_status_t ofi_post_op(ofi_ep_t *ep, ofi_op_t *op, void *buf, size_t len, uint64_t tag,
+                          uint64_t ignore);
 
 /* ofi_mr.c */
 coll_status_t ofi_mr_get(ofi_iface_t *iface, const void *buf, size_t len, ofi_mr_t **mr_p);

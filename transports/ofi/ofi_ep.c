@@ -162,6 +162,7 @@ static coll_status_t ep_create(coll_tp_iface_t *tiface, const coll_peer_info_t *
     ep->peer_nonce = coll_load_u64(a->data + 16);
     ep->last_rx_ns = coll_time_ns();
     coll_list_init(&ep->ops);
+    ofi_match_ep_init(ep);
     COLL_CHECK_GOTO(insert_addr(ep, peer), st, err);
     iface->eps[peer->rank] = ep;
     if (peer->host_hash == iface->host_hash &&
@@ -274,12 +275,11 @@ void ofi_ep_on_ctl(ofi_ep_t *ep, const ofi_ctl_t *ctl, size_t len)
             ofi_send_ctl(ep, OFI_CTL_HELLO_ACK, NULL);
         break;
     case OFI_CTL_BYE:
-        COLL_INFO(COLL_SUBSYS_NET, "rank %d: ofi: %s left the communicator", rank,
-                  ep->super.desc);
-        ep->peer_left = 1;
-        unwatch_pid(ep);
-        /* receives that no message matched will never complete */
-        ofi_ep_cancel_ops(ep, COLL_ERR_PEER_FAILED, 0);
+        /* our matching: its last frames may still wait for a frame
+         * receive; the BYE counts once they are all here */
+        ep->bye_frames = ctl->frames;
+        ep->bye_due = 1;
+        ofi_ep_bye_check(ep);
         break;
     case OFI_CTL_ABORT: {
         char text[OFI_CTL_TEXT];
@@ -297,6 +297,20 @@ void ofi_ep_on_ctl(ofi_ep_t *ep, const ofi_ctl_t *ctl, size_t len)
     }
 }
 
+/* The peer's BYE, once every frame it sent before it has come. */
+void ofi_ep_bye_check(ofi_ep_t *ep)
+{
+    if (!ep->bye_due || ep->frames_in < ep->bye_frames)
+        return;
+    ep->bye_due = 0;
+    COLL_INFO(COLL_SUBSYS_NET, "rank %d: ofi: %s left the communicator",
+              ep->iface->super.params.rank, ep->super.desc);
+    ep->peer_left = 1;
+    unwatch_pid(ep);
+    /* receives that no message matched will never complete */
+    ofi_ep_cancel_ops(ep, COLL_ERR_PEER_FAILED, 0);
+}
+
 /* Our HELLO again while the peer has not acknowledged it; and a remote
  * peer that died is seen by a send failing, but a rank that only receives
  * from it sends nothing, so it sends a PING now and then. */
@@ -311,7 +325,7 @@ void ofi_ep_keepalive(ofi_ep_t *ep, uint64_t now)
         return;
     /* only while something waits for the peer */
     coll_list_t *pos, *tmp;
-    int waiting = 0;
+    int waiting = ofi_match_waiting(ep);
     coll_list_for_each_safe(pos, tmp, &ep->ops) {
         ofi_op_t *op = coll_container_of(pos, ofi_op_t, link);
         waiting |= op->kind == OFI_OP_RECV || op->kind == OFI_OP_SEND;
@@ -347,6 +361,7 @@ coll_status_t ofi_ep_destroy(coll_tp_ep_t *tep)
         iface->by_addr[ep->addr] = NULL;
     if (iface->eps[ep->super.peer] == ep)
         iface->eps[ep->super.peer] = NULL;
+    coll_match_free_unexpected(&ep->match);
     free(ep);
     return COLL_OK;
 }

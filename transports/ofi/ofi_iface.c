@@ -340,12 +340,16 @@ static coll_status_t setup(ofi_iface_t *iface)
      * 7-90 ms on 4 ranks when we slept only without messages in flight),
      * so its waiting ranks poll, yielding the core */
     iface->busy_poll = strncmp(ofi_prov_name(iface), "shm", 3) == 0;
+    /* and its tag matching deadlocks under load (ofi_match.c) */
+    iface->sw_match = iface->busy_poll;
     if (iface->info->domain_attr->mr_mode & FI_MR_LOCAL)
         iface->need_mr = 1;
     iface->cq_data = iface->info->domain_attr->cq_data_size >= 8;
     if (iface->mr_cap && !(iface->mrs = calloc((size_t)iface->mr_cap, sizeof(*iface->mrs))))
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "ofi: out of memory");
     COLL_CHECK(open_fabric(iface));
+    if (iface->sw_match)
+        COLL_CHECK(ofi_match_open(iface));
     COLL_CHECK(join_evloop(iface));
     iface->prov_hash = fnv1a(fnv1a(2166136261u, ofi_prov_name(iface)),
                              iface->info->fabric_attr->name ? iface->info->fabric_attr->name : "");
@@ -387,6 +391,9 @@ static coll_status_t ofi_iface_close(coll_tp_iface_t *tiface)
         fi_close(&iface->fabric->fid);
     fi_freeinfo(iface->info);
     free_op_list(&iface->orphans);
+    free_op_list(&iface->frame_recvs);
+    free_op_list(&iface->frame_idle);
+    free(iface->slots);
     free_op_list(&iface->backlog_tx);
     free_op_list(&iface->backlog_rx);
     free_op_list(&iface->free_ops);
@@ -413,6 +420,8 @@ static coll_status_t ofi_iface_open(const coll_tp_params_t *params, coll_tp_ifac
     coll_list_init(&iface->orphans);
     coll_list_init(&iface->backlog_tx);
     coll_list_init(&iface->backlog_rx);
+    coll_list_init(&iface->frame_recvs);
+    coll_list_init(&iface->frame_idle);
     iface->eps = calloc((size_t)params->nranks, sizeof(*iface->eps));
     if (!iface->eps) {
         free(iface);

@@ -19,9 +19,8 @@
 #include "log.h"
 #include "ofi.h"
 
-static ofi_op_t *op_alloc(ofi_ep_t *ep, int kind, coll_tp_req_t *req)
+ofi_op_t *ofi_op_alloc(ofi_iface_t *iface, ofi_ep_t *ep, int kind, coll_tp_req_t *req)
 {
-    ofi_iface_t *iface = ep->iface;
     ofi_op_t *op;
 
     if (!coll_list_empty(&iface->free_ops)) {
@@ -38,6 +37,11 @@ static ofi_op_t *op_alloc(ofi_ep_t *ep, int kind, coll_tp_req_t *req)
     return op;
 }
 
+static ofi_op_t *op_alloc(ofi_ep_t *ep, int kind, coll_tp_req_t *req)
+{
+    return ofi_op_alloc(ep->iface, ep, kind, req);
+}
+
 void ofi_op_free(ofi_iface_t *iface, ofi_op_t *op)
 {
     if (op->mr)
@@ -48,18 +52,37 @@ void ofi_op_free(ofi_iface_t *iface, ofi_op_t *op)
 
 static int op_is_send(const ofi_op_t *op)
 {
-    return op->kind == OFI_OP_SEND || op->kind == OFI_OP_CTL_SEND;
+    return op->kind == OFI_OP_SEND || op->kind == OFI_OP_CTL_SEND ||
+           op->kind == OFI_OP_FRAME_SEND;
 }
 
-static ssize_t post(ofi_op_t *op)
+/* A payload receive of our own matching: those are counted, so that
+ * frame receives always find room (ofi_match.c). */
+static int op_is_data_rx(const ofi_op_t *op)
+{
+    return op->kind == OFI_OP_RECV && op->iface->sw_match;
+}
+
+/* A frame: its header, then the payload of an eager send. */
+static ssize_t post_framed(ofi_op_t *op, void *desc, uint64_t tag)
+{
+    struct iovec iov[2] = {{&op->frame, sizeof(op->frame)}, {op->buf, op->len}};
+    void *descs[2] = {NULL, desc};
+
+    return fi_tsendv(op->iface->ep, iov, descs, op->len ? 2 : 1, op->ep->addr, tag, &op->fictx);
+}
+
+static ssize_t post_raw(ofi_op_t *op)
 {
     ofi_ep_t *ep = op->ep;
-    ofi_iface_t *iface = ep->iface;
+    ofi_iface_t *iface = op->iface;
     void *desc = op->mr ? op->mr->desc : NULL;
     void *buf = op->buf;
     size_t len = op->len;
     uint64_t tag = ofi_tag(iface, op->tag), ignore = op->ignore;
 
+    if (op->framed)
+        return post_framed(op, desc, tag);
     /* the length travels as remote CQ data: a receive too short for the
      * message learns it from the truncation error, where providers do not
      * always fill the overflow length */
@@ -67,13 +90,38 @@ static ssize_t post(ofi_op_t *op)
         return fi_tsenddata(iface->ep, buf, len, desc, len, ep->addr, tag, &op->fictx);
     if (op_is_send(op))
         return fi_tsend(iface->ep, buf, len, desc, ep->addr, tag, &op->fictx);
-    /* Control receives take any source: a HELLO can arrive before we
-     * inserted its sender's address, and some providers (shm) then match
-     * it to no directed receive, or to the wrong one; its tag names the
-     * sender instead. */
+    /* Control and frame receives take any source: a HELLO can arrive
+     * before we inserted its sender's address, and some providers (shm)
+     * then match it to no directed receive, or to the wrong one; its tag
+     * (a frame's header) names the sender instead. */
     return fi_trecv(iface->ep, buf, len, desc,
-                    op->kind == OFI_OP_CTL_RECV ? FI_ADDR_UNSPEC : ep->addr, tag, ignore,
+                    op->kind == OFI_OP_RECV ? ep->addr : FI_ADDR_UNSPEC, tag, ignore,
                     &op->fictx);
+}
+
+static ssize_t post(ofi_op_t *op)
+{
+    ofi_iface_t *iface = op->iface;
+    ssize_t rc;
+
+    if (op_is_data_rx(op) && iface->data_rx >= iface->data_rx_max)
+        return -FI_EAGAIN;
+    rc = post_raw(op);
+    if (rc == 0 && op_is_data_rx(op))
+        iface->data_rx++;
+    return rc;
+}
+
+/* Posted: what waited for that (a CTS) goes. */
+static void on_posted(ofi_op_t *op)
+{
+    if (op->cts_due)
+        ofi_match_posted(op);
+}
+
+ssize_t ofi_post_frame_recv(ofi_op_t *op)
+{
+    return post(op);
 }
 
 /* The provider's queue is full (shm: -FI_ENOMEM past rx_attr->size
@@ -110,8 +158,8 @@ static coll_list_t *backlog_of(ofi_op_t *op)
 /* Post `op`, or queue it behind others waiting for room (everything after
  * a queued op queues too, which keeps the send order). On failure the op
  * is freed, the link failed and the request (if any) completed. */
-static coll_status_t post_op(ofi_ep_t *ep, ofi_op_t *op, void *buf, size_t len, uint64_t tag,
-                             uint64_t ignore)
+coll_status_t ofi_post_op(ofi_ep_t *ep, ofi_op_t *op, void *buf, size_t len, uint64_t tag,
+                          uint64_t ignore)
 {
     ofi_iface_t *iface = ep->iface;
     coll_status_t st;
@@ -133,6 +181,7 @@ static coll_status_t post_op(ofi_ep_t *ep, ofi_op_t *op, void *buf, size_t len, 
         rc = post(op);
     if (rc == 0) {
         coll_list_push_back(&ep->ops, &op->link);
+        on_posted(op);
     } else if (queue_full(rc)) {
         op->queued = 1;
         coll_list_push_back(backlog_of(op), &op->link);
@@ -158,6 +207,7 @@ static void post_queued(coll_list_t *backlog)
             continue;
         }
         coll_list_push_back(&op->ep->ops, &op->link);
+        on_posted(op);
         /* one side left while it waited: only a message already there can
          * still match it */
         if (op->kind == OFI_OP_RECV && (op->ep->peer_left || op->ep->leaving))
@@ -168,6 +218,7 @@ static void post_queued(coll_list_t *backlog)
 
 void ofi_post_backlog(ofi_iface_t *iface)
 {
+    ofi_match_repost(iface);
     post_queued(&iface->backlog_tx);
     post_queued(&iface->backlog_rx);
 }
@@ -179,7 +230,7 @@ coll_status_t ofi_post_ctl_recv(ofi_ep_t *ep)
     if (!op)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_NO_MEMORY, "ofi: out of memory");
     /* any control type: the low bits are ignored */
-    return post_op(ep, op, &op->ctl, sizeof(op->ctl), ofi_ctl_tag(ep->super.peer, 0), 0xff);
+    return ofi_post_op(ep, op, &op->ctl, sizeof(op->ctl), ofi_ctl_tag(ep->super.peer, 0), 0xff);
 }
 
 coll_status_t ofi_send_ctl(ofi_ep_t *ep, uint32_t type, const char *text)
@@ -195,11 +246,12 @@ coll_status_t ofi_send_ctl(ofi_ep_t *ep, uint32_t type, const char *text)
     op->ctl.nranks = (uint32_t)ep->iface->super.params.nranks;
     op->ctl.src_nonce = ep->iface->nonce;
     op->ctl.dst_nonce = ep->peer_nonce;
+    op->ctl.frames = ep->frames_out;
     if (text) {
         snprintf(op->ctl.text, sizeof(op->ctl.text), "%s", text);
         len += strlen(op->ctl.text) + 1;
     }
-    return post_op(ep, op, &op->ctl, len, ofi_ctl_tag(ep->iface->super.params.rank, type), 0);
+    return ofi_post_op(ep, op, &op->ctl, len, ofi_ctl_tag(ep->iface->super.params.rank, type), 0);
 }
 
 /* A request the endpoint cannot take: what it says about the link. */
@@ -221,11 +273,13 @@ coll_status_t ofi_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
         req->complete(req, closed_status(ep, 1));
         return COLL_OK;
     }
+    if (ep->iface->sw_match)
+        return ofi_match_isend(ep, req);
     if (!(op = op_alloc(ep, OFI_OP_SEND, req))) {
         req->complete(req, COLL_ERR_NO_MEMORY);
         return COLL_OK;
     }
-    post_op(ep, op, req->buf, req->len, req->tag, 0);
+    ofi_post_op(ep, op, req->buf, req->len, req->tag, 0);
     return COLL_OK;
 }
 
@@ -238,11 +292,15 @@ coll_status_t ofi_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
         req->complete(req, closed_status(ep, 0));
         return COLL_OK;
     }
+    if (ep->iface->sw_match) {
+        ofi_match_irecv(ep, req);
+        return COLL_OK;
+    }
     if (!(op = op_alloc(ep, OFI_OP_RECV, req))) {
         req->complete(req, COLL_ERR_NO_MEMORY);
         return COLL_OK;
     }
-    if (post_op(ep, op, req->buf, req->len, req->tag, 0) != COLL_OK)
+    if (ofi_post_op(ep, op, req->buf, req->len, req->tag, 0) != COLL_OK)
         return COLL_OK;
     /* The peer left: only a message it sent before (and the provider
      * holds) can match; cancelling finds out. */
@@ -274,6 +332,8 @@ static ofi_ep_t *op_detach(ofi_op_t *op)
     ofi_ep_t *ep = op->ep;
 
     coll_list_del(&op->link);
+    if (op_is_data_rx(op))
+        op->iface->data_rx--;
     if (ep)
         ep->nsends -= op_is_send(op);
     return ep;
@@ -304,6 +364,11 @@ void ofi_on_completion(ofi_iface_t *iface, const struct fi_cq_tagged_entry *e)
                 ofi_post_ctl_recv(ep);
         }
         break;
+    case OFI_OP_FRAME_RECV:
+        ofi_match_on_frame(iface, op, e->len);
+        break;
+    case OFI_OP_FRAME_SEND:
+        break;
     }
     ofi_op_free(iface, op);
 }
@@ -314,6 +379,8 @@ static const char *op_what(const ofi_op_t *op)
     case OFI_OP_SEND: return "send";
     case OFI_OP_RECV: return "receive";
     case OFI_OP_CTL_SEND: return "control send";
+    case OFI_OP_FRAME_SEND: return "frame send";
+    case OFI_OP_FRAME_RECV: return "frame receive";
     default: return "control receive";
     }
 }
@@ -330,6 +397,11 @@ void ofi_on_cq_error(ofi_iface_t *iface, const struct fi_cq_err_entry *err)
         return;
     }
     ep = op_detach(op);
+    if (op->kind == OFI_OP_FRAME_RECV) {
+        ofi_match_frame_failed(iface, op, err->err);
+        ofi_op_free(iface, op);
+        return;
+    }
     COLL_TRACE(COLL_SUBSYS_NET, "rank %d: ofi: %s to/from %s completed with %s (%d, olen %zu)",
                iface->super.params.rank, op_what(op), ep ? ep->super.desc : "a closed endpoint",
                fi_strerror(abs(err->err)), err->err, err->olen);
@@ -396,6 +468,8 @@ void ofi_ep_cancel_ops(ofi_ep_t *ep, coll_status_t status, int include_sends)
         cancel_queued(ep, &ep->iface->backlog_tx, status);
         cancel_queued(ep, &ep->iface->backlog_rx, status);
     }
+    if (ep->iface->sw_match)
+        ofi_match_cancel(ep, status, include_sends);
     coll_list_for_each_safe(pos, tmp, &ep->ops) {
         ofi_op_t *op = coll_container_of(pos, ofi_op_t, link);
         if (!include_sends && (op->kind != OFI_OP_RECV || op->cancelled))

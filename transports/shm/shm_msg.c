@@ -318,27 +318,11 @@ static void on_eager(shm_ep_t *ep, const shm_rec_t *h, const uint8_t *payload)
 {
     coll_tp_req_t *req = coll_match_take_posted(&ep->match, h->tag);
 
-    if (req && req->len != h->len) {
-        coll_match_size_mismatch(req, h->len);
-    } else if (req) {
-        coll_tp_deliver(req, 0, payload, h->len);
-        req->bytes_done = h->len;
-        req->complete(req, COLL_OK);
-    } else {
-        coll_unexp_t *ux = calloc(1, sizeof(*ux));
-        void *data = malloc(h->len ? h->len : 1);
-        if (!ux || !data) {
-            free(ux);
-            free(data);
-            shm_ep_fail(ep, COLL_ERR_NO_MEMORY, "cannot buffer a %u-byte message from %s",
-                        h->len, ep->super.desc);
-            return;
-        }
-        coll_copy(data, payload, h->len);
-        ux->tag = h->tag;
-        ux->len = h->len;
-        ux->data = data;
-        coll_list_push_back(&ep->match.unexpected, &ux->link);
+    if (req) {
+        coll_match_complete_copy(req, payload, h->len);
+    } else if (coll_match_keep_copy(&ep->match, h->tag, payload, h->len) != 0) {
+        shm_ep_fail(ep, COLL_ERR_NO_MEMORY, "cannot buffer a %u-byte message from %s",
+                    h->len, ep->super.desc);
     }
 }
 
@@ -358,16 +342,8 @@ static void on_rts(shm_ep_t *ep, const shm_rec_t *h, const uint8_t *payload)
         answer_rts(ep, req, h->id, h->aux, addr);
         return;
     }
-    coll_unexp_t *ux = calloc(1, sizeof(*ux));
-    if (!ux) {
+    if (coll_match_keep_remote(&ep->match, h->tag, h->aux, h->id, (void *)(uintptr_t)addr) != 0)
         shm_ep_fail(ep, COLL_ERR_NO_MEMORY, "cannot record a message from %s", ep->super.desc);
-        return;
-    }
-    ux->tag = h->tag;
-    ux->len = h->aux;
-    ux->id = h->id;
-    ux->ctx = (void *)(uintptr_t)addr;
-    coll_list_push_back(&ep->match.unexpected, &ux->link);
 }
 
 /* CTS or FIN for one of our large sends. */

@@ -387,15 +387,8 @@ static void on_rts(tcp_conn_t *c, const tcp_hdr_t *h)
         answer_rts(ep, req, h->id, h->len);
         return;
     }
-    coll_unexp_t *ux = calloc(1, sizeof(*ux));
-    if (!ux) {
+    if (coll_match_keep_remote(&ep->match, h->tag, h->len, h->id, NULL) != 0)
         tcp_ep_fail(ep, COLL_ERR_NO_MEMORY, "cannot record a message from %s", ep->super.desc);
-        return;
-    }
-    ux->tag = h->tag;
-    ux->len = h->len;
-    ux->id = h->id;
-    coll_list_push_back(&ep->match.unexpected, &ux->link);
 }
 
 static void on_cts(tcp_conn_t *c, const tcp_hdr_t *h)

@@ -61,6 +61,44 @@ static inline coll_unexp_t *coll_match_take_unexpected(coll_match_t *m, uint64_t
     return NULL;
 }
 
+/* An eager message no receive waits for: keep a copy of its payload.
+ * 0, or -1 when out of memory (nothing is kept then). */
+static inline int coll_match_keep_copy(coll_match_t *m, uint64_t tag, const void *payload,
+                                       size_t len)
+{
+    coll_unexp_t *ux = calloc(1, sizeof(*ux));
+    void *data = malloc(len ? len : 1);
+
+    if (!ux || !data) {
+        free(ux);
+        free(data);
+        return -1;
+    }
+    coll_copy(data, payload, len);
+    ux->tag = tag;
+    ux->len = len;
+    ux->data = data;
+    coll_list_push_back(&m->unexpected, &ux->link);
+    return 0;
+}
+
+/* A message still at the sender (its handle `id`, transport context
+ * `ctx`) that no receive waits for. 0, or -1 when out of memory. */
+static inline int coll_match_keep_remote(coll_match_t *m, uint64_t tag, size_t len, uint32_t id,
+                                         void *ctx)
+{
+    coll_unexp_t *ux = calloc(1, sizeof(*ux));
+
+    if (!ux)
+        return -1;
+    ux->tag = tag;
+    ux->len = len;
+    ux->id = id;
+    ux->ctx = ctx;
+    coll_list_push_back(&m->unexpected, &ux->link);
+    return 0;
+}
+
 /* No unexpected message matched `req`: wait for one, or fail at once with
  * `why` when the endpoint can deliver nothing more (why != COLL_OK). */
 static inline void coll_match_post(coll_match_t *m, coll_tp_req_t *req, coll_status_t why)
@@ -79,17 +117,24 @@ static inline void coll_match_size_mismatch(coll_tp_req_t *req, size_t msg_len)
     req->complete(req, COLL_ERR_SIZE_MISMATCH);
 }
 
+/* A whole message of `len` bytes at payload for `req`: copied (or folded)
+ * and the receive completed, or failed when the lengths differ. */
+static inline void coll_match_complete_copy(coll_tp_req_t *req, const void *payload, size_t len)
+{
+    if (len == req->len) {
+        coll_tp_deliver(req, 0, payload, len);
+        req->bytes_done = len;
+        req->complete(req, COLL_OK);
+    } else {
+        coll_match_size_mismatch(req, len);
+    }
+}
+
 /* A receive matched an unexpected eager message (ux->data): copy it out and
  * complete the receive; frees the copy, not ux. */
 static inline void coll_match_deliver_eager(coll_tp_req_t *req, coll_unexp_t *ux)
 {
-    if (ux->len == req->len) {
-        coll_tp_deliver(req, 0, ux->data, ux->len);
-        req->bytes_done = ux->len;
-        req->complete(req, COLL_OK);
-    } else {
-        coll_match_size_mismatch(req, ux->len);
-    }
+    coll_match_complete_copy(req, ux->data, ux->len);
     free(ux->data);
 }
 
