@@ -95,9 +95,9 @@ typedef enum coll_param_type {
       "(smaller ones are copied into the ring and out)")                                 \
     X(SHM_CMA_MAX, COLL_PARAM_SIZE, "2M",                                                \
       "Shared-memory transport: received messages above this size go through the ring "  \
-      "again, in cache-sized pieces that both sides copy at once, unless the receive "   \
-      "reduces as it reads (on the 2-core development machine process_vm_readv of 4 to " \
-      "64 MiB ran at half the ring's speed); 0: no limit")                               \
+      "again, in cache-sized pieces that both sides copy at once (on the 2-core "        \
+      "development machine process_vm_readv of 4 to 64 MiB ran at half the ring's "     \
+      "speed); 0: no limit")                                                             \
     X(IB_HCA, COLL_PARAM_STR, "",                                                        \
       "verbs transport: RDMA devices and ports to use, as NCCL_IB_HCA: comma separated " \
       "name prefixes with an optional :port, ^ to exclude, = for exact names (e.g. "     \

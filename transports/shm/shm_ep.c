@@ -153,7 +153,7 @@ static void become_ready(shm_ep_t *ep)
     ep->state = SHM_EP_READY;
     __atomic_store_n(&ep->armed, 1, __ATOMIC_RELEASE);
     if (iface->cma && iface->cma_max != SIZE_MAX)
-        snprintf(cma_max, sizeof(cma_max), ", the ring above %zu bytes but when reducing",
+        snprintf(cma_max, sizeof(cma_max), ", the ring above %zu bytes",
                  iface->cma_max);
     COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: connected to %s (ring %u bytes, %s%s)",
               iface->super.params.rank, ep->super.desc, ep->seg->ring_bytes,

@@ -256,9 +256,9 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
             coll_match_size_mismatch(req, msg_len);
         return;
     }
-    /* A plain copy above COLL_SHM_CMA_MAX is faster through the ring; a
-     * fold reads the peer's memory in cache-sized pieces, fast at any size. */
-    if (addr && ep->iface->cma && (req->fold || msg_len <= ep->iface->cma_max)) {
+    /* Above COLL_SHM_CMA_MAX the ring's pipelined copies (or folds) are
+     * faster than reading the peer's memory, which is not in cache. */
+    if (addr && ep->iface->cma && msg_len <= ep->iface->cma_max) {
         err = req->fold ? cma_fold(ep, req, addr, msg_len) : cma_read(ep, req->buf, addr, msg_len);
         /* A sender that leaves fails its large sends nobody answered, then
          * says goodbye: its buffer may be gone, whatever we read. */
