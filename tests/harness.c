@@ -276,8 +276,32 @@ void harness_verify(const uint8_t *buf, size_t n, int src, int salt)
                    harness_pattern(src, salt, i));
 }
 
-coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t bytes, int fd,
-                                  int ready_fd)
+int harness_report_fd = -1, harness_ready_fd = -1;
+
+int harness_kill_mid_transfer(int nranks, int victim, harness_rank_fn fn, void *arg,
+                              pid_t *pids, int *statuses, int wait_s, double *t_kill)
+{
+    int rep[2], ready[2];
+
+    ck_assert_int_eq(pipe(rep), 0);
+    ck_assert_int_eq(pipe(ready), 0);
+    harness_report_fd = rep[1];
+    harness_ready_fd = ready[1];
+    harness_spawn(nranks, fn, arg, pids);
+    close(rep[1]);
+    close(ready[1]);
+    harness_report_fd = harness_ready_fd = -1;
+    ck_assert_msg(harness_await(ready[0], nranks, 60) == 0, "a rank failed before its "
+                  "transfers were under way");
+    close(ready[0]);
+    *t_kill = harness_now();
+    kill(pids[victim], SIGKILL);
+    harness_wait(nranks, pids, wait_s, statuses);
+    ck_assert_msg(WIFSIGNALED(statuses[victim]), "victim was not killed");
+    return rep[0];
+}
+
+coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t bytes)
 {
     char *out = malloc(bytes), *in = malloc(bytes), line[1024];
     coll_status_t st = COLL_OK;
@@ -293,12 +317,12 @@ coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t
                             &reqs[1]);
         coll_status_t wst = coll_waitall(2, reqs);
         st = st == COLL_OK ? wst : st;
-        if (i == 0 && st == COLL_OK && ready_fd >= 0)
-            RANK_CHECK(write(ready_fd, "r", 1) == 1, "ready");
+        if (i == 0 && st == COLL_OK)
+            RANK_CHECK(write(harness_ready_fd, "r", 1) == 1, "ready");
     }
     int n = snprintf(line, sizeof(line), "%d %.6f %d %s\n", rank, harness_now(), (int)st,
                      coll_get_last_error(comm));
-    ssize_t w = write(fd, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1));
+    ssize_t w = write(harness_report_fd, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1));
     (void)w;
     free(out); /* ranks are leak-checked under ASan */
     free(in);

@@ -101,13 +101,20 @@ uint8_t harness_pattern(int src, int salt, size_t i);
 void harness_fill(uint8_t *buf, size_t n, int src, int salt);
 void harness_verify(const uint8_t *buf, size_t n, int src, int salt);
 
-/* A rank killed mid-transfer (test_fault, test_shm, test_verbs). Each rank
- * sends `bytes` to its right neighbour while receiving from its left, again
- * and again, until a call fails; that failure goes to fd as
- * "<rank> <time> <status> <message>" and is returned. After its first
- * exchange a rank writes a byte to ready_fd (if >= 0): see harness_await. */
-coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t bytes, int fd,
-                                  int ready_fd);
+/* A rank killed mid-transfer (test_fault, test_shm, test_verbs).
+ * harness_kill_mid_transfer spawns nranks ranks running fn, waits (up to
+ * 60 s) until each has written a byte to harness_ready_fd, which it does
+ * once its transfers are under way, SIGKILLs `victim`, and waits for all
+ * (wait_s). The survivors report on harness_report_fd; the returned fd
+ * reads those reports (close it). *t_kill: when the victim was killed. */
+extern int harness_report_fd, harness_ready_fd;
+int harness_kill_mid_transfer(int nranks, int victim, harness_rank_fn fn, void *arg,
+                              pid_t *pids, int *statuses, int wait_s, double *t_kill);
+
+/* A rank body for it: sends `bytes` to its right neighbour while receiving
+ * from its left, again and again, until a call fails; that failure goes to
+ * harness_report_fd as "<rank> <time> <status> <message>" and is returned. */
+coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t bytes);
 
 /* Reads n bytes from fd, one per rank that is under way, within timeout_s;
  * 0 if they all came. Tests kill or stop a rank after this rather than after

@@ -13,11 +13,9 @@
 #include "harness.h"
 #include "wire.h"
 
-/* Survivors report on this pipe, one line each. */
+/* Survivors report on this pipe, one line each (the SIGSTOP and mismatch
+ * cases; the SIGKILL case reports on harness_report_fd). */
 static int report_fd = -1;
-/* Each rank writes a byte here after its first all-reduce, so that the kill
- * lands mid-transfer however long init took (a fixed sleep raced a slow init). */
-static int ready_fd = -1;
 
 /* 64 MiB fp32 all-reduces back to back until one fails; then abort,
  * timed. Reports "<rank> <time> <status> <abort seconds> <message>". */
@@ -35,8 +33,8 @@ static int rank_allreduce_until_error(int rank, int nranks, const coll_unique_id
     for (int calls = 0;; calls++) {
         coll_status_t st = coll_allreduce(buf, buf, count, COLL_FLOAT32, COLL_SUM, comm);
         if (st == COLL_OK) {
-            if (calls == 0)
-                RANK_CHECK(write(ready_fd, "r", 1) == 1, "ready");
+            if (calls == 0) /* under way: harness_kill_mid_transfer may kill */
+                RANK_CHECK(write(harness_ready_fd, "r", 1) == 1, "ready");
             continue;
         }
         double t_err = harness_now();
@@ -52,7 +50,8 @@ static int rank_allreduce_until_error(int rank, int nranks, const coll_unique_id
         char out[1200];
         int n = snprintf(out, sizeof(out), "%d %.6f %d %.6f %s\n", rank, t_err, (int)st, abort_s,
                          line);
-        ssize_t w = write(report_fd, out, (size_t)(n < (int)sizeof(out) ? n : (int)sizeof(out) - 1));
+        ssize_t w = write(harness_report_fd, out,
+                          (size_t)(n < (int)sizeof(out) ? n : (int)sizeof(out) - 1));
         (void)w;
         free(buf); /* ranks are leak-checked under ASan */
         return 0;
@@ -89,33 +88,22 @@ static const struct kill_case {
 START_TEST(test_sigkill_named)
 {
     const char *transport = kill_cases[_i].transport;
-    int nranks = 4, victim = kill_cases[_i].victim, fds[2], ready[2], statuses[8];
+    int nranks = 4, victim = kill_cases[_i].victim, statuses[8];
     int tcp = strcmp(transport, "tcp") == 0, shm = strcmp(transport, "shm") == 0;
     pid_t pids[8];
     char buf[8192] = "";
     size_t got = 0;
 
+    double t_kill;
+
     harness_use_transport(transport);
-    ck_assert_int_eq(pipe(fds), 0);
-    ck_assert_int_eq(pipe(ready), 0);
-    report_fd = fds[1];
-    ready_fd = ready[1];
-    harness_spawn(nranks, rank_allreduce_until_error, NULL, pids);
-    close(fds[1]);
-    close(ready[1]);
-    /* every rank through its first all-reduce: init done, transfers running */
-    ck_assert_msg(harness_await(ready[0], nranks, 60) == 0, "a rank failed before its first "
-                  "all-reduce");
-    close(ready[0]);
-    double t_kill = harness_now();
-    kill(pids[victim], SIGKILL);
-    harness_wait(nranks, pids, 30, statuses);
+    int reports_fd = harness_kill_mid_transfer(nranks, victim, rank_allreduce_until_error, NULL,
+                                               pids, statuses, 30, &t_kill);
     unsetenv("COLL_TRANSPORTS");
     unsetenv("COLL_OFI_PROVIDER");
-    ck_assert_msg(WIFSIGNALED(statuses[victim]), "victim was not killed");
-    for (ssize_t n; (n = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0;)
+    for (ssize_t n; (n = read(reports_fd, buf + got, sizeof(buf) - 1 - got)) > 0;)
         got += (size_t)n;
-    close(fds[0]);
+    close(reports_fd);
     buf[got] = '\0';
 
     char expect[64];

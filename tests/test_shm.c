@@ -164,41 +164,28 @@ END_TEST
 
 /* ---- a rank killed mid-transfer ------------------------------------------------- */
 
-static int report_fd = -1, ready_fd = -1;
-
 static int rank_stream(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     setenv("COLL_TRANSPORTS", "shm", 1);
     if (*(int *)arg)
         setenv("COLL_SHM_CMA", "0", 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
-    harness_stream_ring(comm, rank, nranks, 64u << 20, report_fd, ready_fd);
+    harness_stream_ring(comm, rank, nranks, 64u << 20);
     coll_comm_abort(comm);
     return 0;
 }
 
 START_TEST(test_sigkill_named)
 {
-    int nranks = 4, victim = 1 + _i % 3, fds[2], ready[2], statuses[8], ring = _i >= 3;
+    int nranks = 4, victim = 1 + _i % 3, statuses[8], ring = _i >= 3;
     pid_t pids[8];
     char expect[64];
+    double t_kill;
 
-    ck_assert_int_eq(pipe(fds), 0);
-    ck_assert_int_eq(pipe(ready), 0);
-    report_fd = fds[1];
-    ready_fd = ready[1];
-    harness_spawn(nranks, rank_stream, &ring, pids);
-    close(fds[1]);
-    close(ready[1]);
-    ck_assert_msg(harness_await(ready[0], nranks, 60) == 0, "a rank failed before its first "
-                  "transfer");
-    close(ready[0]);
-    double t_kill = harness_now();
-    kill(pids[victim], SIGKILL);
-    harness_wait(nranks, pids, 30, statuses);
-    ck_assert_msg(WIFSIGNALED(statuses[victim]), "victim was not killed");
+    int reports = harness_kill_mid_transfer(nranks, victim, rank_stream, &ring, pids, statuses,
+                                            30, &t_kill);
     snprintf(expect, sizeof(expect), "rank %d (pid %d", victim, (int)pids[victim]);
-    harness_check_kill_reports(fds[0], t_kill, 10.0, expect, nranks - 1);
+    harness_check_kill_reports(reports, t_kill, 10.0, expect, nranks - 1);
     for (int r = 0; r < nranks; r++) /* a survivor's leak check fails it under ASan */
         ck_assert_msg(r == victim || (WIFEXITED(statuses[r]) && WEXITSTATUS(statuses[r]) == 0),
                       "survivor %d failed", r);

@@ -550,14 +550,12 @@ END_TEST
 
 /* ---- a rank killed mid-transfer (device needed) --------------------------------- */
 
-static int report_fd = -1, ready_fd = -1;
-
 static int rank_stream(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     (void)arg;
     setenv("COLL_TRANSPORTS", "verbs", 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
-    harness_stream_ring(comm, rank, nranks, 16u << 20, report_fd, ready_fd);
+    harness_stream_ring(comm, rank, nranks, 16u << 20);
     coll_comm_abort(comm);
     return 0;
 }
@@ -567,30 +565,19 @@ static int rank_stream(int rank, int nranks, const coll_unique_id_t *id, void *a
  * once; the queue pair alone would need its retries, about 8 s). */
 START_TEST(test_sigkill_named)
 {
-    int nranks = 3, victim = 1, fds[2], ready[2], statuses[3];
+    int nranks = 3, victim = 1, statuses[3];
     pid_t pids[3];
     char expect[32];
+    double t_kill;
 
     if (harness_verbs_devices() == 0) {
         printf("test_verbs: a rank killed mid-transfer over verbs: skipped: no verbs device\n");
         return;
     }
-    ck_assert_int_eq(pipe(fds), 0);
-    ck_assert_int_eq(pipe(ready), 0);
-    report_fd = fds[1];
-    ready_fd = ready[1];
-    harness_spawn(nranks, rank_stream, NULL, pids);
-    close(fds[1]);
-    close(ready[1]);
-    ck_assert_msg(harness_await(ready[0], nranks, 60) == 0, "a rank failed before its first "
-                  "transfer");
-    close(ready[0]);
-    double t_kill = harness_now();
-    kill(pids[victim], SIGKILL);
-    harness_wait(nranks, pids, 60, statuses);
-    ck_assert_msg(WIFSIGNALED(statuses[victim]), "victim was not killed");
+    int reports = harness_kill_mid_transfer(nranks, victim, rank_stream, NULL, pids, statuses,
+                                            60, &t_kill);
     snprintf(expect, sizeof(expect), "rank %d (", victim);
-    double slowest = harness_check_kill_reports(fds[0], t_kill, 10.0, expect, nranks - 1);
+    double slowest = harness_check_kill_reports(reports, t_kill, 10.0, expect, nranks - 1);
     printf("test_verbs: rank %d SIGKILLed mid-transfer over verbs: both survivors named it "
            "within %.0f ms\n", victim, slowest * 1e3);
 }
