@@ -19,7 +19,6 @@ typedef struct coll_unexp {
     size_t len;   /* message length in bytes */
     void *data;   /* eager payload (owned), or NULL when it is still remote */
     uint32_t id;  /* transport handle for the remote payload */
-    uint32_t aux; /* transport datum for it (verbs: its CRC-32C) */
     void *ctx;    /* transport context (e.g. the matching send request) */
 } coll_unexp_t;
 

@@ -336,7 +336,7 @@ coll_status_t verbs_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
         if (ux->data)
             coll_match_deliver_eager(req, ux);
         else
-            answer_rts(ep, req, ux->id, ux->len, ux->aux);
+            answer_rts(ep, req, ux->id, ux->len, (uint32_t)(uintptr_t)ux->ctx);
         free(ux);
         return COLL_OK;
     }
@@ -351,53 +351,25 @@ coll_status_t verbs_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
 static void on_eager(verbs_ep_t *ep, const verbs_hdr_t *h, const uint8_t *payload)
 {
     coll_tp_req_t *req = coll_match_take_posted(&ep->match, h->tag);
-    coll_unexp_t *ux;
 
-    if (req) {
-        if (req->len != h->len) {
-            coll_match_size_mismatch(req, h->len);
-            return;
-        }
-        coll_copy(req->buf, payload, h->len);
-        req->bytes_done = h->len;
-        req->complete(req, COLL_OK);
-        return;
-    }
-    ux = calloc(1, sizeof(*ux));
-    if (ux)
-        ux->data = malloc(h->len ? h->len : 1); /* non-NULL: an eager message */
-    if (!ux || !ux->data) {
-        free(ux);
+    if (req)
+        coll_match_complete_copy(req, payload, h->len);
+    else if (coll_match_keep_copy(&ep->match, h->tag, payload, h->len) != 0)
         verbs_ep_fail(ep, COLL_ERR_NO_MEMORY, "verbs: out of memory holding a message from %s",
                       ep->super.desc);
-        return;
-    }
-    coll_copy(ux->data, payload, h->len);
-    ux->tag = h->tag;
-    ux->len = h->len;
-    coll_list_push_back(&ep->match.unexpected, &ux->link);
 }
 
 static void on_rts(verbs_ep_t *ep, const verbs_hdr_t *h)
 {
     coll_tp_req_t *req = coll_match_take_posted(&ep->match, h->tag);
-    coll_unexp_t *ux;
 
-    if (req) {
+    /* an unexpected one keeps its CRC-32C (COLL_CHECKSUM) in ctx */
+    if (req)
         answer_rts(ep, req, h->id, h->len, h->aux);
-        return;
-    }
-    ux = calloc(1, sizeof(*ux));
-    if (!ux) {
+    else if (coll_match_keep_remote(&ep->match, h->tag, h->len, h->id,
+                                    (void *)(uintptr_t)h->aux) != 0)
         verbs_ep_fail(ep, COLL_ERR_NO_MEMORY, "verbs: out of memory holding a message from %s",
                       ep->super.desc);
-        return;
-    }
-    ux->tag = h->tag;
-    ux->len = h->len;
-    ux->id = h->id;
-    ux->aux = h->aux;
-    coll_list_push_back(&ep->match.unexpected, &ux->link);
 }
 
 static void on_bye(verbs_ep_t *ep)
