@@ -168,15 +168,25 @@ void coll_sched_one_rank(coll_sched_t *s);
  * memcpy (once per process; communicators agree on the maximum). */
 void coll_measure_local_costs(double *gamma_p, double *copy_p);
 
+/* Mailbox algorithms (one poll step; schedule.h). Usable with mailboxes
+ * toward every rank that hold `bytes`; *why otherwise. */
+int coll_mbox_usable(const coll_args_t *a, int nranks, size_t bytes, const char **why);
+/* Inside a poll function: write buf to every other rank (rank + 1 first;
+ * *step counts the writes done), then COLL_OK once a message from every
+ * other rank is there, COLL_INPROGRESS before. */
+coll_status_t coll_mbox_exchange(coll_sched_t *s, const void *buf, size_t len, uint32_t *step);
+/* Release every other rank's message (after coll_mbox_exchange). */
+coll_status_t coll_mbox_release_all(coll_sched_t *s);
+
 /* Byte pointer arithmetic on user buffers. */
 #define COLL_PTR(buf, elems, esize) ((void *)((char *)(buf) + (elems) * (esize)))
 
 /* ---- the algorithms ---------------------------------------------------------- */
 
-extern const coll_algo_t coll_algo_barrier_dissemination;
+extern const coll_algo_t coll_algo_barrier_dissemination, coll_algo_barrier_oneshot;
 extern const coll_algo_t coll_algo_allreduce_ring, coll_algo_allreduce_butterfly,
     coll_algo_allreduce_recursive_doubling, coll_algo_allreduce_parallel,
-    coll_algo_allreduce_naive;
+    coll_algo_allreduce_naive, coll_algo_allreduce_oneshot;
 extern const coll_algo_t coll_algo_reduce_binomial, coll_algo_reduce_rabenseifner,
     coll_algo_reduce_scatter_ring, coll_algo_reduce_scatter_recursive_halving,
     coll_algo_reduce_scatter_pairwise;

@@ -107,6 +107,7 @@ static coll_status_t launch(call_t *c, struct coll_request **req_p)
     c->a.check_args = comm->check_args;
     c->a.chunk_bytes = comm->chunk_bytes;
     c->a.det_scratch_max = comm->det_scratch_max;
+    c->a.mbox_bytes = comm->mbox_bytes;
     COLL_CHECK(coll_algo_select(comm, &c->a, &algo));
     c->a.algo = algo->name;
     COLL_CHECK(coll_sched_create(comm, &c->a, algo->name, &s));

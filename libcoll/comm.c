@@ -837,11 +837,32 @@ static coll_status_t link_costs(struct coll_comm *comm)
  * maximum of each: a choice made from them is then the same everywhere
  * (measured gammas differ a little from process to process, and ranks
  * that chose different algorithms for one call would fail or hang). */
+/* Bytes of the smallest mailbox among our peers (transport.h), 0 when one
+ * has none. */
+static size_t local_mbox_bytes(struct coll_comm *comm)
+{
+    size_t least = SIZE_MAX;
+    for (int r = 0; r < comm->nranks; r++) {
+        coll_peer_t *p = &comm->peers[r];
+        size_t bytes = 0;
+        if (r == comm->rank)
+            continue;
+        if (p->ops->ep_mbox_query(p->ep, &bytes) != COLL_OK)
+            bytes = 0;
+        least = COLL_MIN(least, bytes);
+    }
+    return least == SIZE_MAX ? 0 : least;
+}
+
+/* The cost model's inputs (the maximum over ranks) and the mailbox size
+ * (the minimum): every rank must choose the same algorithm for a call. */
 static coll_status_t agree_costs(struct coll_comm *comm)
 {
+    enum { NV = 5, ROW = 8 * NV };
     int p = comm->nranks;
-    double mine[4] = {comm->alpha, comm->beta, comm->gamma, comm->copy};
-    uint8_t out[32], *in = calloc((size_t)p, 32);
+    double mine[NV] = {comm->alpha, comm->beta, comm->gamma, comm->copy,
+                       (double)local_mbox_bytes(comm)};
+    uint8_t out[ROW], *in = calloc((size_t)p, ROW);
     struct coll_request **reqs = calloc((size_t)(2 * p), sizeof(*reqs));
     uint64_t tag = coll_tag_make(COLL_TAG_INTERNAL, 0x0fffffff, 0);
     coll_status_t st = COLL_OK;
@@ -850,7 +871,7 @@ static coll_status_t agree_costs(struct coll_comm *comm)
         st = coll_comm_error(comm, COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "out of memory");
         goto out;
     }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NV; i++) {
         uint64_t bits;
         memcpy(&bits, &mine[i], 8);
         coll_store_u64(out + 8 * i, bits);
@@ -858,26 +879,28 @@ static coll_status_t agree_costs(struct coll_comm *comm)
     for (int k = 0; k < p && st == COLL_OK; k++) {
         if (k == comm->rank)
             continue;
-        st = coll_p2p_irecv(comm, in + 32 * (size_t)k, 32, k, tag, &reqs[2 * k]);
+        st = coll_p2p_irecv(comm, in + ROW * (size_t)k, ROW, k, tag, &reqs[2 * k]);
         if (st == COLL_OK)
-            st = coll_p2p_isend(comm, out, 32, k, tag, &reqs[2 * k + 1]);
+            st = coll_p2p_isend(comm, out, ROW, k, tag, &reqs[2 * k + 1]);
     }
     coll_status_t wst = coll_p2p_waitall(comm, 2 * p, reqs, "init (agreeing on the cost model)");
     st = st != COLL_OK ? st : wst;
     for (int k = 0; k < p && st == COLL_OK; k++)
-        for (int i = 0; i < 4 && k != comm->rank; i++) {
-            uint64_t bits = coll_load_u64(in + 32 * (size_t)k + 8 * i);
+        for (int i = 0; i < NV && k != comm->rank; i++) {
+            uint64_t bits = coll_load_u64(in + ROW * (size_t)k + 8 * i);
             double v;
             memcpy(&v, &bits, 8);
-            mine[i] = COLL_MAX(mine[i], v);
+            mine[i] = i == NV - 1 ? COLL_MIN(mine[i], v) : COLL_MAX(mine[i], v);
         }
     comm->alpha = mine[0];
     comm->beta = mine[1];
     comm->gamma = mine[2];
     comm->copy = mine[3];
+    comm->mbox_bytes = p > 1 ? (size_t)mine[4] : 0;
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d: cost model (max over ranks): alpha %.2f us, beta "
-              "%.4f ns/B, gamma %.4f ns/B, copy %.4f ns/B", comm->rank, comm->alpha * 1e6,
-              comm->beta * 1e9, comm->gamma * 1e9, comm->copy * 1e9);
+              "%.4f ns/B, gamma %.4f ns/B, copy %.4f ns/B; mailboxes of %zu bytes", comm->rank,
+              comm->alpha * 1e6, comm->beta * 1e9, comm->gamma * 1e9, comm->copy * 1e9,
+              comm->mbox_bytes);
 out:
     free(in);
     free(reqs);

@@ -49,6 +49,7 @@ typedef struct coll_peer {
     coll_peer_info_t info;
     const coll_tp_ops_t *ops;
     coll_tp_ep_t *ep;
+    uint64_t mbox_out, mbox_in; /* mailbox messages written to it, read from it */
 } coll_peer_t;
 
 #define COLL_SCRATCH_CACHE 4
@@ -111,6 +112,12 @@ struct coll_comm {
     struct coll_sched *sched_spare;
     struct coll_request *req_spares;
     int nreq_spares;
+    /* Mailboxes (transport.h): bytes a message may hold, the same on every
+     * rank (0: some pair has none), and the schedule using them now: they
+     * are used by one collective at a time, in call order, so that the
+     * per-peer message numbers agree on both sides (schedule.c). */
+    size_t mbox_bytes;
+    struct coll_sched *mbox_owner;
     /* Cost model, agreed across ranks at init (the maximum of each), so that
      * every rank chooses the same algorithm for a call. */
     double alpha, beta;            /* the slowest transport in use */

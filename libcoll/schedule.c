@@ -19,7 +19,7 @@
 #include "reduce.h"
 #include "schedule.h"
 
-enum { V_SEND, V_RECV, V_REDUCE, V_COPY, V_AVG, V_JOIN, V_CHECK };
+enum { V_SEND, V_RECV, V_REDUCE, V_COPY, V_AVG, V_JOIN, V_CHECK, V_POLL };
 enum { V_WAITING, V_ISSUED, V_DONE };
 
 typedef struct coll_vertex {
@@ -36,6 +36,7 @@ typedef struct coll_vertex {
     size_t len;                 /* bytes (send, recv, copy) or elements (reduce, avg) */
     struct coll_request *req;   /* send, recv: while in flight */
     coll_sched_check_fn check;  /* check */
+    coll_sched_poll_fn poll;    /* poll; dst is its arg, mtag its step */
 } coll_vertex_t;
 
 struct coll_sched {
@@ -54,6 +55,9 @@ struct coll_sched {
     coll_status_t status;       /* first error (building or running) */
     coll_vid_t gate;            /* every new vertex waits for it (-1: none) */
     coll_vid_t failed;          /* the vertex that failed first (-1: none) */
+    uint32_t npolling;          /* poll vertices started, not done */
+    int mbox_peer;              /* the peer a mailbox step waits for (-1: none) */
+    int mbox_put;               /* ... to release a slot (1) or to write one (0) */
     struct coll_request *req;   /* the collective's request */
     /* From here on: arrays and their capacities, kept when the schedule is
      * recycled (take_spare), so that a small collective allocates nothing. */
@@ -64,6 +68,7 @@ struct coll_sched {
     uint32_t *succ, capsucc;    /* successor lists, concatenated */
     uint32_t *ready;            /* released, not yet started */
     uint32_t *completed;        /* messages done, noted by callbacks */
+    uint32_t *polling;          /* poll vertices started, not done */
     coll_status_t *completed_st;
     uint32_t capnodes;          /* capacity of ready, completed, completed_st */
     struct coll_scratch { void *p; size_t len; } *scratch;
@@ -198,6 +203,7 @@ static void free_arrays(coll_sched_t *s)
     free(s->ready);
     free(s->completed);
     free(s->completed_st);
+    free(s->polling);
     free(s);
 }
 
@@ -367,6 +373,61 @@ coll_vid_t coll_sched_join(coll_sched_t *s, int ndeps, const coll_vid_t *deps)
     return add_vertex(s, V_JOIN, ndeps, deps);
 }
 
+coll_vid_t coll_sched_poll(coll_sched_t *s, coll_sched_poll_fn fn, void *arg, int ndeps,
+                           const coll_vid_t *deps)
+{
+    coll_vid_t id = add_vertex(s, V_POLL, ndeps, deps);
+    if (id >= 0) {
+        s->v[id].poll = fn;
+        s->v[id].dst = arg;
+    }
+    return id;
+}
+
+/* A mailbox call that failed: the transport has closed the endpoint and
+ * told the core, which failed the communicator with the reason. */
+static coll_status_t mbox_status(coll_sched_t *s, int peer, int put, coll_status_t st)
+{
+    if (st == COLL_INPROGRESS) {
+        s->mbox_peer = peer;
+        s->mbox_put = put;
+        return st;
+    }
+    if (s->comm->error != COLL_OK)
+        return s->comm->error;
+    return coll_comm_error(s->comm, COLL_SUBSYS_COLL, st, "%s: mailbox %s rank %d failed: %s",
+                           coll_sched_name(s), put ? "message to" : "message from", peer,
+                           coll_status_str(st));
+}
+
+coll_status_t coll_sched_mbox_put(coll_sched_t *s, int peer, const void *buf, size_t len)
+{
+    coll_peer_t *p = &s->comm->peers[peer];
+    coll_status_t st = p->ops->ep_mbox_put(p->ep, p->mbox_out + 1, buf, len);
+    if (st != COLL_OK)
+        return mbox_status(s, peer, 1, st);
+    p->mbox_out++;
+    s->bytes_done += len;
+    return COLL_OK;
+}
+
+coll_status_t coll_sched_mbox_get(coll_sched_t *s, int peer, const void **buf_p, size_t *len_p)
+{
+    coll_peer_t *p = &s->comm->peers[peer];
+    coll_status_t st = p->ops->ep_mbox_get(p->ep, p->mbox_in + 1, buf_p, len_p);
+    return st == COLL_OK ? st : mbox_status(s, peer, 0, st);
+}
+
+coll_status_t coll_sched_mbox_release(coll_sched_t *s, int peer)
+{
+    coll_peer_t *p = &s->comm->peers[peer];
+    coll_status_t st = p->ops->ep_mbox_release(p->ep, p->mbox_in + 1);
+    if (st != COLL_OK)
+        return mbox_status(s, peer, 0, st);
+    p->mbox_in++;
+    return COLL_OK;
+}
+
 coll_vid_t coll_sched_check(coll_sched_t *s, coll_sched_check_fn fn, void *arg, int ndeps,
                             const coll_vid_t *deps)
 {
@@ -408,6 +469,7 @@ coll_status_t coll_sched_create(struct coll_comm *comm, const coll_args_t *args,
     s->algo = algo;
     s->gate = -1;
     s->failed = -1;
+    s->mbox_peer = -1;
     coll_list_init(&s->link);
     *s_p = s;
     return COLL_OK;
@@ -516,6 +578,9 @@ static void start_vertex(coll_sched_t *s, uint32_t id)
     case V_CHECK:
         st = v->check(s, v->dst);
         break;
+    case V_POLL:
+        s->polling[s->npolling++] = id;
+        return; /* sched_advance runs it */
     default:
         break;
     }
@@ -535,6 +600,8 @@ static void sched_finish(coll_sched_t *s)
 
     coll_flight_end(s->comm, s->seq, s->status);
     coll_list_del(&s->link);
+    if (s->comm->mbox_owner == s)
+        s->comm->mbox_owner = NULL;
     req->status = s->status;
     req->done = 1;
     req->sched = NULL;
@@ -542,9 +609,36 @@ static void sched_finish(coll_sched_t *s)
     coll_sched_free(s);
 }
 
+/* One call of each started poll vertex. They run only while this schedule
+ * holds the communicator's mailboxes (see coll_comm.mbox_owner). */
+static void run_polls(coll_sched_t *s)
+{
+    struct coll_comm *comm = s->comm;
+
+    if (s->status == COLL_OK) { /* a failed one ends its polls at once */
+        if (comm->mbox_owner && comm->mbox_owner != s)
+            return;
+        comm->mbox_owner = s;
+    }
+    for (uint32_t i = 0; i < s->npolling;) {
+        uint32_t id = s->polling[i];
+        coll_vertex_t *v = &s->v[id];
+        coll_status_t st = s->status != COLL_OK ? s->status : v->poll(s, v->dst, &v->mtag);
+        if (st == COLL_INPROGRESS) {
+            i++;
+            continue;
+        }
+        s->polling[i] = s->polling[--s->npolling];
+        s->mbox_peer = -1;
+        vertex_done(s, id, st);
+    }
+}
+
 /* Run everything that can run now; returns once nothing moves. */
 static void sched_advance(coll_sched_t *s)
 {
+    if (s->npolling > 0)
+        run_polls(s);
     while (s->ncompleted > 0 || s->nready > 0) {
         while (s->ncompleted > 0) {
             s->ncompleted--;
@@ -552,8 +646,10 @@ static void sched_advance(coll_sched_t *s)
         }
         if (s->nready > 0)
             start_vertex(s, s->ready[--s->nready]);
+        if (s->nready == 0 && s->ncompleted == 0 && s->npolling > 0)
+            run_polls(s); /* just started, or a failure to end them with */
     }
-    if (s->left == 0 || (s->status != COLL_OK && s->inflight == 0))
+    if (s->left == 0 || (s->status != COLL_OK && s->inflight == 0 && s->npolling == 0))
         sched_finish(s);
 }
 
@@ -569,7 +665,7 @@ void coll_sched_progress(struct coll_comm *comm)
     coll_list_t *pos, *tmp;
     coll_list_for_each_safe(pos, tmp, &comm->scheds) {
         coll_sched_t *s = coll_container_of(pos, coll_sched_t, link);
-        if (s->ncompleted > 0 || s->nready > 0 || s->left == 0 ||
+        if (s->ncompleted > 0 || s->nready > 0 || s->left == 0 || s->npolling > 0 ||
             (s->status != COLL_OK && s->inflight == 0))
             sched_advance(s);
     }
@@ -616,6 +712,9 @@ static int reserve_nodes(coll_sched_t *s)
         return -1;
     cap = s->capnodes;
     if (reserve((void **)&s->completed_st, &cap, s->nv, sizeof(*s->completed_st)) != 0)
+        return -1;
+    cap = s->capnodes;
+    if (reserve((void **)&s->polling, &cap, s->nv, sizeof(*s->polling)) != 0)
         return -1;
     s->capnodes = cap;
     return 0;
@@ -722,6 +821,13 @@ void coll_sched_describe_wait(const coll_sched_t *s, char *buf, size_t len)
                                  v->type == V_SEND ? "to" : "from", ep ? ep->desc : "?",
                                  v->req->tp.bytes_done);
         shown++;
+    }
+    if (s->mbox_peer >= 0 && used < len) {
+        const coll_tp_ep_t *ep = s->comm->peers[s->mbox_peer].ep;
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", shown ? "; " : "",
+                                 s->mbox_put ? "a free mailbox slot at " : "a mailbox message from ");
+        if (used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%s", ep ? ep->desc : "?");
     }
     if (more && used < len)
         snprintf(buf + used, len - used, "; and %d more", more);

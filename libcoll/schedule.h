@@ -56,6 +56,7 @@ typedef struct coll_args {
     size_t det_scratch_max;   /* COLL_DET_SCRATCH_MAX */
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls; /* alltoallv */
     int check_args;           /* COLL_CHECK_ARGS: compare the call across ranks first */
+    size_t mbox_bytes;        /* largest mailbox message (coll_sched_mbox_put); 0: none */
     const char *algo;         /* the algorithm chosen for the call */
 } coll_args_t;
 
@@ -117,6 +118,29 @@ coll_vid_t coll_sched_join(coll_sched_t *s, int ndeps, const coll_vid_t *deps);
 typedef coll_status_t (*coll_sched_check_fn)(coll_sched_t *s, void *arg);
 coll_vid_t coll_sched_check(coll_sched_t *s, coll_sched_check_fn fn, void *arg, int ndeps,
                             const coll_vid_t *deps);
+/* ---- steps that poll ------------------------------------------------------ */
+
+/* A vertex that calls fn(s, arg, &step) once its dependencies are done and
+ * then on every progress pass until it returns COLL_OK (done) or an error
+ * (the schedule fails; fn records the message); COLL_INPROGRESS: call
+ * again. `step` starts at 0 and is fn's to keep its place in. For work
+ * that is cheaper to poll than to post, over mailboxes. */
+typedef coll_status_t (*coll_sched_poll_fn)(coll_sched_t *s, void *arg, uint32_t *step);
+coll_vid_t coll_sched_poll(coll_sched_t *s, coll_sched_poll_fn fn, void *arg, int ndeps,
+                           const coll_vid_t *deps);
+
+/* Mailboxes (transport.h), for poll functions only: small messages in
+ * slots both processes map, without matching, queueing or requests. Usable
+ * when coll_args_t.mbox_bytes covers the message (every pair of the
+ * communicator has them). The poll steps of one collective run only
+ * while no earlier collective's do, so each peer's messages are numbered
+ * alike on both sides. Put and get answer COLL_INPROGRESS until they can
+ * be done (the reader has released the slot; the message is there); a
+ * gotten message stays readable, in place, until released. */
+coll_status_t coll_sched_mbox_put(coll_sched_t *s, int peer, const void *buf, size_t len);
+coll_status_t coll_sched_mbox_get(coll_sched_t *s, int peer, const void **buf_p, size_t *len_p);
+coll_status_t coll_sched_mbox_release(coll_sched_t *s, int peer);
+
 /* Every vertex added from now on waits for `gate` too (the argument check
  * runs before any data moves). */
 void coll_sched_set_gate(coll_sched_t *s, coll_vid_t gate);

@@ -301,9 +301,18 @@ int harness_kill_mid_transfer(int nranks, int victim, harness_rank_fn fn, void *
     return rep[0];
 }
 
+void harness_report(coll_comm_t comm, int rank, coll_status_t st)
+{
+    char line[1024];
+    int n = snprintf(line, sizeof(line), "%d %.6f %d %s\n", rank, harness_now(), (int)st,
+                     coll_get_last_error(comm));
+    ssize_t w = write(harness_report_fd, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1));
+    (void)w;
+}
+
 coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t bytes)
 {
-    char *out = malloc(bytes), *in = malloc(bytes), line[1024];
+    char *out = malloc(bytes), *in = malloc(bytes);
     coll_status_t st = COLL_OK;
 
     RANK_CHECK(out && in, "out of memory");
@@ -320,10 +329,7 @@ coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t
         if (i == 0 && st == COLL_OK)
             RANK_CHECK(write(harness_ready_fd, "r", 1) == 1, "ready");
     }
-    int n = snprintf(line, sizeof(line), "%d %.6f %d %s\n", rank, harness_now(), (int)st,
-                     coll_get_last_error(comm));
-    ssize_t w = write(harness_report_fd, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1));
-    (void)w;
+    harness_report(comm, rank, st);
     free(out); /* ranks are leak-checked under ASan */
     free(in);
     return st;

@@ -257,6 +257,7 @@ static const struct {
     {0, "allreduce:parallel"},       {0, "allreduce:naive"},     {1, "reduce:binomial"},
     {1, "reduce:rabenseifner"},      {2, "reduce_scatter:ring"},
     {2, "reduce_scatter:recursive_halving"},                     {2, "reduce_scatter:pairwise"},
+    {0, "allreduce:oneshot"},
 };
 
 /* A split of the world made after COLL_ALGO is set reads it at its init. */
@@ -264,8 +265,14 @@ static coll_comm_t comm_with(coll_comm_t world, int rank, const char *algo)
 {
     coll_comm_t c;
     setenv("COLL_ALGO", algo, 1);
+    /* mailboxes take vectors up to 16 KiB over shared memory only: the
+     * larger ones and TCP go to the cost model's choice (test_shm checks
+     * that oneshot itself runs) */
+    if (strstr(algo, "oneshot"))
+        setenv("COLL_ALGO_FALLBACK", "silent", 1);
     RANK_OK(coll_comm_split(world, 0, rank, &c));
     unsetenv("COLL_ALGO");
+    unsetenv("COLL_ALGO_FALLBACK");
     return c;
 }
 

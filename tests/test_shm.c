@@ -8,7 +8,10 @@
  * is refused at first use (a seccomp filter installed after init). Then a
  * rank SIGKILLed mid 64 MiB transfer is named within 10 s; no segment is
  * left in /dev/shm after a normal exit, an abort or a killed job; and a
- * tiny /dev/shm gives a clear message and TCP.
+ * tiny /dev/shm gives a clear message and TCP. Mailboxes: the one-shot
+ * all-reduce and barrier at 2-8 ranks (blocking, non-blocking beside
+ * schedules, in place, every mailbox size up to the slot), refused with a reason over
+ * TCP, and a rank killed in the middle of it named within 10 s.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -19,6 +22,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -175,20 +179,28 @@ static int rank_stream(int rank, int nranks, const coll_unique_id_t *id, void *a
     return 0;
 }
 
-START_TEST(test_sigkill_named)
+/* Kill `victim` of 4 ranks running fn once all are under way: every
+ * survivor names it (rank and pid) within 10 s and exits cleanly. */
+static void kill_one_of_four(int victim, harness_rank_fn fn, void *arg)
 {
-    int nranks = 4, victim = 1 + _i % 3, statuses[8], ring = _i >= 3;
-    pid_t pids[8];
+    int nranks = 4, statuses[4];
+    pid_t pids[4];
     char expect[64];
     double t_kill;
 
-    int reports = harness_kill_mid_transfer(nranks, victim, rank_stream, &ring, pids, statuses,
-                                            30, &t_kill);
+    int reports = harness_kill_mid_transfer(nranks, victim, fn, arg, pids, statuses, 30,
+                                            &t_kill);
     snprintf(expect, sizeof(expect), "rank %d (pid %d", victim, (int)pids[victim]);
     harness_check_kill_reports(reports, t_kill, 10.0, expect, nranks - 1);
     for (int r = 0; r < nranks; r++) /* a survivor's leak check fails it under ASan */
         ck_assert_msg(r == victim || (WIFEXITED(statuses[r]) && WEXITSTATUS(statuses[r]) == 0),
                       "survivor %d failed", r);
+}
+
+START_TEST(test_sigkill_named)
+{
+    int ring = _i >= 3;
+    kill_one_of_four(1 + _i % 3, rank_stream, &ring);
 }
 END_TEST
 
@@ -446,6 +458,160 @@ START_TEST(test_fold_paths)
 }
 END_TEST
 
+/* ---- mailboxes: the one-shot all-reduce ---------------------------------------- */
+
+/* Rank r's element i: small integers, so the float sum is exact. */
+static float oneshot_in(int r, size_t i)
+{
+    return (float)((int)((i * 7 + (size_t)r * 3) % 17) - 8);
+}
+
+static void oneshot_check(const float *got, size_t n, int nranks, int avg, const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        float want = 0;
+        for (int r = 0; r < nranks; r++)
+            want += oneshot_in(r, i);
+        if (avg)
+            want /= (float)nranks;
+        RANK_CHECK(got[i] == want, "%s: element %zu of %zu is %g, expected %g", what, i, n,
+                   (double)got[i], (double)want);
+    }
+}
+
+static void oneshot_fill(float *buf, size_t n, int rank)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = oneshot_in(rank, i);
+}
+
+/* The barrier holds everyone back: between two barriers every rank adds
+ * one to a counter all the ranks share (arg, mapped before the fork), and
+ * after the first each must see the whole round's additions. */
+static void oneshot_barriers(coll_comm_t comm, int nranks, int *counter)
+{
+    for (int i = 0; i < 200; i++) {
+        __atomic_fetch_add(counter, 1, __ATOMIC_SEQ_CST);
+        RANK_OK(coll_barrier(comm));
+        int seen = __atomic_load_n(counter, __ATOMIC_SEQ_CST);
+        RANK_CHECK(seen == (i + 1) * nranks, "barrier %d: the counter is %d, expected %d", i,
+                   seen, (i + 1) * nranks);
+        RANK_OK(coll_barrier(comm));
+    }
+}
+
+/* Forced with no fallback: a call oneshot cannot run fails the test. */
+static int rank_oneshot(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    enum { SLOT = 4096, NB = 6, BIG = 1 << 18 }; /* floats: 16 KiB, the slot */
+    static const size_t counts[] = {1, 2, 3, 12, 13, 255, 1024, SLOT - 1, SLOT};
+    float *s = malloc(SLOT * sizeof(float)), *r = malloc(SLOT * sizeof(float));
+    float *nb = malloc(NB * SLOT * sizeof(float)), *big = malloc(BIG * sizeof(float));
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    setenv("COLL_ALGO", "allreduce:oneshot,barrier:oneshot", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK(s && r && nb && big, "out of memory");
+    oneshot_barriers(comm, nranks, arg);
+    for (int round = 0; round < 3; round++) /* slots reused many times over */
+        for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+            for (int in_place = 0; in_place < 2; in_place++)
+                for (int avg = 0; avg < 2; avg++) {
+                    size_t n = counts[k];
+                    oneshot_fill(s, n, rank);
+                    float *dst = in_place ? s : r;
+                    RANK_OK(coll_allreduce(s, dst, n, COLL_FLOAT32, avg ? COLL_AVG : COLL_SUM,
+                                           comm));
+                    oneshot_check(dst, n, nranks, avg, in_place ? "in place" : "out of place");
+                }
+    /* several in flight with a larger vector among them, which falls back
+     * to a schedule of messages on the same communicator; waited for in
+     * reverse: mailbox collectives run in call order whatever the waits */
+    coll_request_t reqs[NB + 1];
+    coll_comm_t mixed;
+    setenv("COLL_ALGO_FALLBACK", "silent", 1);
+    RANK_OK(coll_comm_split(comm, 0, rank, &mixed));
+    oneshot_fill(big, BIG, rank);
+    for (int j = 0; j < NB; j++) {
+        oneshot_fill(nb + (size_t)j * SLOT, SLOT - (size_t)j, rank);
+        RANK_OK(coll_iallreduce(nb + (size_t)j * SLOT, nb + (size_t)j * SLOT, SLOT - (size_t)j,
+                                COLL_FLOAT32, COLL_SUM, mixed, &reqs[j]));
+        if (j == 2)
+            RANK_OK(coll_iallreduce(big, big, BIG, COLL_FLOAT32, COLL_SUM, mixed, &reqs[NB]));
+    }
+    for (int j = NB; j >= 0; j--)
+        RANK_OK(coll_wait(&reqs[j]));
+    for (int j = 0; j < NB; j++)
+        oneshot_check(nb + (size_t)j * SLOT, SLOT - (size_t)j, nranks, 0, "in flight");
+    oneshot_check(big, BIG, nranks, 0, "the large vector in flight");
+    RANK_OK(coll_comm_destroy(mixed));
+    RANK_OK(coll_comm_destroy(comm));
+    free(s);
+    free(r);
+    free(nb);
+    free(big);
+    return 0;
+}
+
+START_TEST(test_oneshot)
+{
+    int p = 2 + _i;
+    int *counter = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                        -1, 0);
+    ck_assert(counter != MAP_FAILED);
+    *counter = 0;
+    ck_assert_msg(harness_run(p, rank_oneshot, counter, 60) == 0, "oneshot on %d ranks", p);
+    munmap(counter, sizeof(int));
+}
+END_TEST
+
+/* Over TCP there are no mailboxes: the forced algorithm says so. */
+static int rank_oneshot_tcp(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    float x = 1;
+    (void)arg;
+    setenv("COLL_TRANSPORTS", "tcp", 1);
+    setenv("COLL_ALGO", "allreduce:oneshot", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    coll_status_t st = coll_allreduce(&x, &x, 1, COLL_FLOAT32, COLL_SUM, comm);
+    RANK_CHECK(st == COLL_ERR_INVALID_USAGE && strstr(coll_get_last_error(comm), "oneshot") &&
+               strstr(coll_get_last_error(comm), "mailboxes"),
+               "forced oneshot over TCP: %s: %s", coll_status_str(st), coll_get_last_error(comm));
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_oneshot_tcp)
+{
+    ck_assert_int_eq(harness_run(2, rank_oneshot_tcp, NULL, 30), 0);
+}
+END_TEST
+
+/* Small all-reduces until one fails (a peer killed while we poll its
+ * mailbox); the failure is reported as harness_stream_ring does. */
+static int rank_oneshot_loop(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    float x[16] = {0};
+    coll_status_t st = COLL_OK;
+    (void)arg;
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    setenv("COLL_ALGO", "allreduce:oneshot", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    for (int i = 0; st == COLL_OK; i++) {
+        st = coll_allreduce(x, x, 16, COLL_FLOAT32, COLL_MAX, comm);
+        if (i == 0 && st == COLL_OK)
+            RANK_CHECK(write(harness_ready_fd, "r", 1) == 1, "ready");
+    }
+    harness_report(comm, rank, st);
+    coll_comm_abort(comm);
+    return 0;
+}
+
+START_TEST(test_oneshot_killed)
+{
+    kill_one_of_four(2, rank_oneshot_loop, NULL);
+}
+END_TEST
+
 static Suite *shm_suite(void)
 {
     Suite *s = suite_create("shm");
@@ -465,6 +631,13 @@ static Suite *shm_suite(void)
     tcase_add_loop_test(tc, test_no_leftovers, 0, 3);
     tcase_add_test(tc, test_ring_mismatch);
     tcase_add_test(tc, test_tiny_dev_shm);
+    tcase_add_test(tc, test_oneshot_killed);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("mailbox");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_oneshot, 0, 7); /* 2 .. 8 ranks */
+    tcase_add_test(tc, test_oneshot_tcp);
     suite_add_tcase(s, tc);
     return s;
 }

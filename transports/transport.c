@@ -52,6 +52,39 @@ const coll_tp_ops_t *coll_tp_lookup(const char *name)
     return NULL;
 }
 
+coll_status_t coll_tp_no_mbox_query(coll_tp_ep_t *ep, size_t *bytes_p)
+{
+    (void)ep;
+    (void)bytes_p;
+    return COLL_ERR_UNSUPPORTED;
+}
+
+coll_status_t coll_tp_no_mbox_put(coll_tp_ep_t *ep, uint64_t seq, const void *buf, size_t len)
+{
+    (void)ep;
+    (void)seq;
+    (void)buf;
+    (void)len;
+    return COLL_ERR_UNSUPPORTED;
+}
+
+coll_status_t coll_tp_no_mbox_get(coll_tp_ep_t *ep, uint64_t seq, const void **buf_p,
+                                  size_t *len_p)
+{
+    (void)ep;
+    (void)seq;
+    (void)buf_p;
+    (void)len_p;
+    return COLL_ERR_UNSUPPORTED;
+}
+
+coll_status_t coll_tp_no_mbox_release(coll_tp_ep_t *ep, uint64_t seq)
+{
+    (void)ep;
+    (void)seq;
+    return COLL_ERR_UNSUPPORTED;
+}
+
 void coll_peer_info_encode(const coll_peer_info_t *info, coll_wbuf_t *w)
 {
     coll_put_uint(w, info->rank, 4);

@@ -19,6 +19,15 @@
  * iface_progress, both called by the core's wait loop ("test" is
  * progress plus the completion flag the callback sets).
  *
+ * Mailboxes (optional; transports without them answer
+ * COLL_ERR_UNSUPPORTED): per endpoint and direction two fixed slots in
+ * memory both processes map, for the small messages of collectives that
+ * run outside the schedule engine (algorithms/allreduce_oneshot.c). The
+ * core numbers the messages of each direction 1, 2, 3, ... and keeps both
+ * counters; message t goes to slot t % 2, which the writer may fill only
+ * once the reader has released message t - 2. Nothing is matched or
+ * queued, so a message costs one cache line or a few.
+ *
  * Tables follow libfabric's rules: `size` first so the struct can grow,
  * designated initializers, and no NULL slots (unsupported operations
  * return COLL_ERR_UNSUPPORTED).
@@ -214,7 +223,30 @@ struct coll_tp_ops {
     coll_status_t (*ep_close)(coll_tp_ep_t *ep, coll_status_t why, const char *reason);
     /* Release everything (never from inside an event handler). */
     coll_status_t (*ep_destroy)(coll_tp_ep_t *ep);
+
+    /* Mailboxes (see above). Bytes one slot holds. */
+    coll_status_t (*ep_mbox_query)(coll_tp_ep_t *ep, size_t *bytes_p);
+    /* Write message `seq`: COLL_INPROGRESS while the reader still holds
+     * message seq - 2 (nothing written then). */
+    coll_status_t (*ep_mbox_put)(coll_tp_ep_t *ep, uint64_t seq, const void *buf, size_t len);
+    /* Message `seq` from the peer, in place: COLL_INPROGRESS until it is
+     * there. The pointer is good until ep_mbox_release(seq). */
+    coll_status_t (*ep_mbox_get)(coll_tp_ep_t *ep, uint64_t seq, const void **buf_p,
+                                 size_t *len_p);
+    coll_status_t (*ep_mbox_release)(coll_tp_ep_t *ep, uint64_t seq);
 };
+
+/* The mailbox slots of transports that have none. */
+coll_status_t coll_tp_no_mbox_query(coll_tp_ep_t *ep, size_t *bytes_p);
+coll_status_t coll_tp_no_mbox_put(coll_tp_ep_t *ep, uint64_t seq, const void *buf, size_t len);
+coll_status_t coll_tp_no_mbox_get(coll_tp_ep_t *ep, uint64_t seq, const void **buf_p,
+                                  size_t *len_p);
+coll_status_t coll_tp_no_mbox_release(coll_tp_ep_t *ep, uint64_t seq);
+#define COLL_TP_NO_MBOX                          \
+    .ep_mbox_query = coll_tp_no_mbox_query,      \
+    .ep_mbox_put = coll_tp_no_mbox_put,          \
+    .ep_mbox_get = coll_tp_no_mbox_get,          \
+    .ep_mbox_release = coll_tp_no_mbox_release
 
 /* The status with which a peer's abort notice fails our side: its own when
  * it timed out (the job's collective timed out: every rank reports a

@@ -560,4 +560,5 @@ const coll_tp_ops_t coll_tp_ofi_ops = {
     .ep_flush = ofi_ep_flush,
     .ep_close = ofi_ep_close,
     .ep_destroy = ofi_ep_destroy,
+    COLL_TP_NO_MBOX,
 };

@@ -223,4 +223,5 @@ const coll_tp_ops_t coll_tp_self_ops_table = {
     .ep_flush = self_ep_flush,
     .ep_close = self_ep_close,
     .ep_destroy = self_ep_destroy,
+    COLL_TP_NO_MBOX,
 };

@@ -51,7 +51,7 @@
 #include "util/match.h"
 
 #define SHM_MAGIC 0x316d68736c6c6f63ull /* "collshm1" */
-#define SHM_VERSION 1
+#define SHM_VERSION 2
 #define SHM_LINE 64
 #define SHM_REC_HDR 32
 #define SHM_ABORT_TEXT 512
@@ -108,9 +108,26 @@ typedef struct shm_seg_hdr {
     shm_ring_ctl_t ctl[2];
 } shm_seg_hdr_t;
 
-/* Bytes before the ring data (page aligned), and a whole segment. */
+/* Mailboxes (transport.h), one per direction after the rings. A slot's
+ * sequence number shares the first cache line with its length and the
+ * first 48 bytes of data, so that a small message is one line to move. */
+#define SHM_MBOX_BYTES (16u << 10)
+
+typedef struct shm_mbox_slot {
+    _Alignas(SHM_LINE) uint64_t seq; /* writer: the message it holds, stored last */
+    uint64_t len;
+    uint8_t data[SHM_MBOX_BYTES];
+} shm_mbox_slot_t;
+
+typedef struct shm_mbox {
+    _Alignas(SHM_LINE) uint64_t released; /* reader: messages read, ever */
+    shm_mbox_slot_t slot[2];
+} shm_mbox_t;
+
+/* Bytes before the ring data (page aligned), and a whole segment: header,
+ * two rings, two mailboxes (box 0 carries lo -> hi, as ring 0). */
 #define SHM_SEG_HDR_BYTES ((sizeof(shm_seg_hdr_t) + 4095) & ~(size_t)4095)
-#define SHM_SEG_BYTES(ring) (SHM_SEG_HDR_BYTES + 2 * (size_t)(ring))
+#define SHM_SEG_BYTES(ring) (SHM_SEG_HDR_BYTES + 2 * (size_t)(ring) + 2 * sizeof(shm_mbox_t))
 
 /* What a rank publishes (the address blob, little endian):
  *   u8 version, u8 flags, u16 zero, u32 pid, u64 nonce, u64 pid namespace,
@@ -118,6 +135,7 @@ typedef struct shm_seg_hdr {
 #define SHM_ADDR_BYTES 32
 #define SHM_ADDR_USABLE 0x1 /* /dev/shm has room: peers may pick shm */
 #define SHM_ADDR_CMA 0x2    /* its buffers may be read with process_vm_readv */
+#define SHM_ADDR_MEMBARRIER 0x4 /* it fences for sleeping peers (shm_store_wake) */
 
 typedef struct shm_addr {
     uint8_t version;
@@ -187,6 +205,11 @@ typedef struct shm_ep {
     size_t seg_bytes;
     shm_tx_ring_t tx;
     shm_rx_ring_t rx;
+    shm_mbox_t *mbox_out, *mbox_in;
+    /* What a mailbox call waits for (0: nothing), for the idle hook:
+     * message mbox_want_in to arrive, or the release that lets message
+     * mbox_want_out be written. */
+    uint64_t mbox_want_in, mbox_want_out;
     size_t max_payload;       /* per record */
     int pidfd;
     coll_ev_source_t pid_src;
@@ -200,6 +223,7 @@ typedef struct shm_ep {
     /* Read by the idle hook, which runs without the communicator's lock:
      * only these, with atomics, and the shared control blocks. */
     int armed;                /* READY: the hook may look at the rings */
+    int plain_stores;         /* both sides fence when they sleep (shm_store_wake) */
     int tx_blocked;           /* a record waits for space */
 
     coll_list_t txq;          /* shm_tx_t */
@@ -222,6 +246,7 @@ struct shm_iface {
     size_t cma_max;           /* COLL_SHM_CMA_MAX; SIZE_MAX: none */
     uint8_t *bounce;          /* SHM_BOUNCE_BYTES for cma_fold, allocated on first use */
     int cma;                  /* we may read peers' memory */
+    int membarrier;           /* registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED */
     int hook_set;
 };
 
@@ -253,6 +278,30 @@ static inline void shm_maybe_wake(shm_ep_t *ep)
         shm_wake_peer(ep);
 }
 
+/* Publish a counter the peer may be about to sleep on, then wake it if it
+ * sleeps. The store must be seen before the load of its `asleep` flag
+ * (Dekker). A seq_cst store pays for that with a locked instruction that
+ * waits for the line to come over from the peer, on every message. Where
+ * both sides registered for membarrier(2), the store is plain and the
+ * ordering comes from the side about to sleep, which runs
+ * MEMBARRIER_CMD_GLOBAL_EXPEDITED between raising its flag and its last
+ * look (shm_idle_hook): rare and slow instead of always and fast. */
+static inline void shm_publish(int plain, uint64_t *counter, uint64_t value)
+{
+    if (plain) {
+        __atomic_store_n(counter, value, __ATOMIC_RELEASE);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the compiler keeps the load after */
+    } else {
+        __atomic_store_n(counter, value, __ATOMIC_SEQ_CST);
+    }
+}
+
+static inline void shm_store_wake(shm_ep_t *ep, uint64_t *counter, uint64_t value)
+{
+    shm_publish(ep->plain_stores, counter, value);
+    shm_maybe_wake(ep);
+}
+
 /* shm_ep.c */
 coll_status_t shm_ep_connect(coll_tp_iface_t *iface, const coll_peer_info_t *peer,
                              coll_tp_ep_t **ep_p);
@@ -276,5 +325,13 @@ coll_status_t shm_tx_control(shm_ep_t *ep, const shm_rec_t *rec);
 void shm_ep_fail_requests(shm_ep_t *ep, coll_status_t status);
 void shm_ep_fail_pending_rndv(shm_ep_t *ep, coll_status_t status);
 int shm_ep_has_input(const shm_ep_t *ep);
+
+/* shm_mbox.c */
+coll_status_t shm_ep_mbox_query(coll_tp_ep_t *ep, size_t *bytes_p);
+coll_status_t shm_ep_mbox_put(coll_tp_ep_t *ep, uint64_t seq, const void *buf, size_t len);
+coll_status_t shm_ep_mbox_get(coll_tp_ep_t *ep, uint64_t seq, const void **buf_p,
+                              size_t *len_p);
+coll_status_t shm_ep_mbox_release(coll_tp_ep_t *ep, uint64_t seq);
+int shm_ep_mbox_ready(const shm_ep_t *ep);
 
 #endif /* COLL_SHM_H */

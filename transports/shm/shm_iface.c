@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/membarrier.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -69,10 +71,13 @@ static int shm_idle_hook(void *arg, int sleeping)
     }
     if (!sleeping)
         return 0;
+    /* peers with plain_stores rely on this fence (shm_store_wake) */
+    if (iface->membarrier)
+        (void)syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
     for (int r = 0; r < nranks && !busy; r++) {
         shm_ep_t *ep = iface->eps[r];
         if (ep && __atomic_load_n(&ep->armed, __ATOMIC_ACQUIRE))
-            busy = shm_ep_has_input(ep);
+            busy = shm_ep_has_input(ep) || shm_ep_mbox_ready(ep);
     }
     return busy;
 }
@@ -206,6 +211,11 @@ static coll_status_t shm_iface_open(const coll_tp_params_t *params, coll_tp_ifac
     }
     if (iface->cma)
         iface->addr.flags |= SHM_ADDR_CMA;
+    /* without it (old kernel, seccomp) every publishing store is seq_cst */
+    iface->membarrier = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0,
+                                0) == 0;
+    if (iface->membarrier)
+        iface->addr.flags |= SHM_ADDR_MEMBARRIER;
     *iface_p = &iface->super;
     return COLL_OK;
 err:
@@ -273,6 +283,7 @@ int shm_peer_addr(shm_ep_t *ep, const coll_peer_info_t *peer)
     if (addr_decode(peer, &ep->peer_addr) != 0)
         return -1;
     ep->wake_len = wake_sockaddr(&ep->wake_addr, ep->peer_addr.pid, ep->peer_addr.nonce);
+    ep->plain_stores = ep->iface->membarrier && (ep->peer_addr.flags & SHM_ADDR_MEMBARRIER);
     return 0;
 }
 
@@ -351,4 +362,8 @@ const coll_tp_ops_t coll_tp_shm_ops = {
     .ep_flush = shm_ep_flush,
     .ep_close = shm_ep_close,
     .ep_destroy = shm_ep_destroy,
+    .ep_mbox_query = shm_ep_mbox_query,
+    .ep_mbox_put = shm_ep_mbox_put,
+    .ep_mbox_get = shm_ep_mbox_get,
+    .ep_mbox_release = shm_ep_mbox_release,
 };

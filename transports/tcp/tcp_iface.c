@@ -262,4 +262,5 @@ const coll_tp_ops_t coll_tp_tcp_ops = {
     .ep_flush = tcp_ep_flush,
     .ep_close = tcp_ep_close,
     .ep_destroy = tcp_ep_destroy,
+    COLL_TP_NO_MBOX,
 };

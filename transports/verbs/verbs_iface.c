@@ -285,4 +285,5 @@ const coll_tp_ops_t coll_tp_verbs_ops = {
     .ep_flush = verbs_ep_flush,
     .ep_close = verbs_ep_close,
     .ep_destroy = verbs_ep_destroy,
+    COLL_TP_NO_MBOX,
 };
