@@ -158,8 +158,13 @@ void coll_comm_exit(struct coll_comm *comm)
 
 void coll_comm_progress(struct coll_comm *comm)
 {
+    coll_comm_progress_at(comm, coll_time_ns());
+}
+
+void coll_comm_progress_at(struct coll_comm *comm, uint64_t now)
+{
     int progressed;
-    coll_evloop_dispatch(comm->ev);
+    coll_evloop_dispatch_at(comm->ev, now);
     for (int i = 0; i < comm->niface; i++)
         comm->ifaces[i]->ops->iface_progress(comm->ifaces[i], &progressed);
     coll_sched_progress(comm);
@@ -214,9 +219,8 @@ static coll_status_t fail_stalled(struct coll_comm *comm, struct coll_request *r
 /* Look at every request once: count the pending ones, restart the stall
  * clock of those that moved, and return one that stalled too long. */
 static int scan_requests(struct coll_comm *comm, int n, struct coll_request **reqs,
-                         struct coll_request **stalled_p)
+                         uint64_t now, struct coll_request **stalled_p)
 {
-    uint64_t now = coll_time_ns();
     int pending = 0;
 
     *stalled_p = NULL;
@@ -290,7 +294,7 @@ static int all_done(int n, struct coll_request **reqs)
 coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request **reqs,
                              const char *what, int test_only)
 {
-    uint64_t start, spin_until;
+    uint64_t start, spin_until, now;
     struct coll_request *stalled;
     coll_status_t st;
     int lead = 0;
@@ -309,14 +313,14 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
             r->stall_since_ns = r->sampled_ns = start;
         }
     }
-    for (;;) {
+    for (now = start;; now = coll_time_ns()) { /* one clock read per turn */
         if (!comm->has_leader)
             comm->has_leader = lead = 1;
         if (lead && (comm->state == COLL_COMM_LIVE || comm->state == COLL_COMM_INIT))
-            coll_comm_progress(comm);
+            coll_comm_progress_at(comm, now);
         else if (lead) /* failed: no more I/O, but schedules must still finish */
             coll_sched_progress(comm);
-        if (scan_requests(comm, n, reqs, &stalled) == 0) {
+        if (scan_requests(comm, n, reqs, now, &stalled) == 0) {
             st = comm->error != COLL_OK ? comm->error : first_error(n, reqs);
             break;
         }
@@ -341,7 +345,7 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
             comm->nfollowers++;
             cond_wait_ms(&comm->progress_cond, &comm->lock, COLL_SLEEP_CAP_MS);
             comm->nfollowers--;
-        } else if (coll_time_ns() >= spin_until) {
+        } else if (now >= spin_until) {
             comm->leader_asleep = 1;
             pthread_mutex_unlock(&comm->lock);
             coll_evloop_sleep(comm->ev, COLL_SLEEP_CAP_MS);

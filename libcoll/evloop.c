@@ -133,10 +133,14 @@ void coll_evloop_del(coll_evloop_t *ev, coll_ev_source_t *src)
 
 int coll_evloop_dispatch(coll_evloop_t *ev)
 {
+    return coll_evloop_dispatch_at(ev, ev->nhot == 0 ? coll_time_ns() : 0);
+}
+
+int coll_evloop_dispatch_at(coll_evloop_t *ev, uint64_t now)
+{
     struct epoll_event events[EVLOOP_BATCH];
 
     if (ev->nhot == 0) {
-        uint64_t now = coll_time_ns();
         if (now < ev->cold_due_ns)
             return 0;
         ev->cold_due_ns = now + COLL_EVLOOP_COLD_NS;

@@ -47,6 +47,9 @@ void coll_evloop_del(coll_evloop_t *ev, coll_ev_source_t *src);
 
 /* Dispatch ready events without blocking; returns how many were handled. */
 int coll_evloop_dispatch(coll_evloop_t *ev);
+/* The same with the time already read (coll_time_ns): a waiting loop
+ * reads the clock once per turn, not once per use. */
+int coll_evloop_dispatch_at(coll_evloop_t *ev, uint64_t now);
 /* Block until some source is ready, the loop is woken, or timeout_ms passes.
  * Dispatches nothing: call coll_evloop_dispatch afterwards (under the lock
  * that protects the handlers' state). */
