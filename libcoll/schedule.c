@@ -57,7 +57,7 @@ struct coll_sched {
     coll_vid_t failed;          /* the vertex that failed first (-1: none) */
     uint32_t npolling;          /* poll vertices started, not done */
     int mbox_peer;              /* the peer a mailbox step waits for (-1: none) */
-    int mbox_put;               /* ... to release a slot (1) or to write one (0) */
+    int mbox_put;               /* 1: for it to free a slot for our message; 0: for its message */
     struct coll_request *req;   /* the collective's request */
     /* From here on: arrays and their capacities, kept when the schedule is
      * recycled (take_spare), so that a small collective allocates nothing. */
