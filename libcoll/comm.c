@@ -837,10 +837,6 @@ static coll_status_t link_costs(struct coll_comm *comm)
     return COLL_OK;
 }
 
-/* Every rank sends its cost-model inputs to every rank and all keep the
- * maximum of each: a choice made from them is then the same everywhere
- * (measured gammas differ a little from process to process, and ranks
- * that chose different algorithms for one call would fail or hang). */
 /* Bytes of the smallest mailbox among our peers (transport.h), 0 when one
  * has none. */
 static size_t local_mbox_bytes(struct coll_comm *comm)
@@ -858,8 +854,12 @@ static size_t local_mbox_bytes(struct coll_comm *comm)
     return least == SIZE_MAX ? 0 : least;
 }
 
-/* The cost model's inputs (the maximum over ranks) and the mailbox size
- * (the minimum): every rank must choose the same algorithm for a call. */
+/* Every rank sends its cost-model inputs and its mailbox size to every
+ * rank, and all keep the maximum of each input and the minimum size: a
+ * choice made from them is then the same everywhere (measured gammas
+ * differ a little from process to process, one rank may lack mailboxes
+ * toward a peer, and ranks that chose different algorithms for one call
+ * would fail or hang). */
 static coll_status_t agree_costs(struct coll_comm *comm)
 {
     enum { NV = 5, ROW = 8 * NV };

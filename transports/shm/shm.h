@@ -286,19 +286,14 @@ static inline void shm_maybe_wake(shm_ep_t *ep)
  * ordering comes from the side about to sleep, which runs
  * MEMBARRIER_CMD_GLOBAL_EXPEDITED between raising its flag and its last
  * look (shm_idle_hook): rare and slow instead of always and fast. */
-static inline void shm_publish(int plain, uint64_t *counter, uint64_t value)
+static inline void shm_store_wake(shm_ep_t *ep, uint64_t *counter, uint64_t value)
 {
-    if (plain) {
+    if (ep->plain_stores) {
         __atomic_store_n(counter, value, __ATOMIC_RELEASE);
         __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the compiler keeps the load after */
     } else {
         __atomic_store_n(counter, value, __ATOMIC_SEQ_CST);
     }
-}
-
-static inline void shm_store_wake(shm_ep_t *ep, uint64_t *counter, uint64_t value)
-{
-    shm_publish(ep->plain_stores, counter, value);
     shm_maybe_wake(ep);
 }
 
