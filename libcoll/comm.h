@@ -223,8 +223,9 @@ coll_status_t coll_p2p_post_vertex(struct coll_comm *comm, int kind, void *buf, 
 
 /* One non-blocking pass of the progress engine. */
 void coll_comm_progress(struct coll_comm *comm);
-/* The same at time `now` (coll_time_ns), read by the caller. */
-void coll_comm_progress_at(struct coll_comm *comm, uint64_t now);
+/* The same at time `now` (coll_time_ns), read by the caller; nonzero when
+ * a transport moved something (events dispatched, rings read or written). */
+int coll_comm_progress_at(struct coll_comm *comm, uint64_t now);
 /* Wait until every request in reqs is done, or the deadline. test_only:
  * a single pass, COLL_INPROGRESS if not all are done. At least one
  * progress pass is made, and once the communicator has failed its error

@@ -75,9 +75,10 @@ typedef enum coll_param_type {
       "Seconds per message (alpha) for the cost model, e.g. 20us, instead of the "       \
       "probe's or the transport's figure; 0: not forced")                                \
     X(POLL_SPIN, COLL_PARAM_DURATION, "200us",                                           \
-      "How long a waiting thread polls (yielding the core between polls) before it "    \
-      "sleeps in the kernel. Steps of mid-size collectives with more ranks than cores "  \
-      "wait longer than 20us: sleeping then costs a wake-up per step")                   \
+      "How long a waiting thread polls (yielding the core between polls) after the "    \
+      "last data moved before it sleeps in the kernel. Steps of mid-size collectives "   \
+      "with more ranks than cores wait longer than 20us: sleeping then costs a wake-up " \
+      "per step")                                                                         \
     X(RECV_REDUCE, COLL_PARAM_BOOL, "1",                                                \
       "Reduce data as it arrives where the transport allows it (shared memory: "         \
       "straight from the ring, or a cache-sized piece at a time from the peer's memory) " \
