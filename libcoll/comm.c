@@ -340,11 +340,12 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
          * the spin restarts, because sleeping would cost a wake-up per
          * chunk (16 MiB collectives, 2 and 4 ranks on 2 cores, 3
          * alternating runs: 20-50% faster; see design.md, "Waiting"). */
-        if (lead && (comm->state == COLL_COMM_LIVE || comm->state == COLL_COMM_INIT) &&
-            coll_comm_progress_at(comm, now))
-            spin_until = now + comm->spin_ns;
-        else if (lead) /* failed: no more I/O, but schedules must still finish */
+        if (lead && (comm->state == COLL_COMM_LIVE || comm->state == COLL_COMM_INIT)) {
+            if (coll_comm_progress_at(comm, now))
+                spin_until = now + comm->spin_ns;
+        } else if (lead) { /* failed: no more I/O, but schedules must still finish */
             coll_sched_progress(comm);
+        }
         if (scan_requests(comm, n, reqs, now, &stalled) == 0) {
             st = comm->error != COLL_OK ? comm->error : first_error(n, reqs);
             break;
