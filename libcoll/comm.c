@@ -339,7 +339,8 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
         /* While data moves the wait is a transfer under way, not idleness:
          * the spin restarts, because sleeping would cost a wake-up per
          * chunk (16 MiB collectives, 2 and 4 ranks on 2 cores, 3
-         * alternating runs: 20-50% faster; see design.md, "Waiting"). */
+         * alternating runs: 20-50% faster; design.md, "Waiting without
+         * burning cores"). */
         if (lead && (comm->state == COLL_COMM_LIVE || comm->state == COLL_COMM_INIT)) {
             if (coll_comm_progress_at(comm, now))
                 spin_until = now + comm->spin_ns;
