@@ -60,6 +60,13 @@ typedef enum coll_param_type {
       "Piece of a large TCP message handed to one socket, and the most unsent bytes a "  \
       "socket keeps in the kernel (TCP_NOTSENT_LOWAT): bounds how long a clear-to-send " \
       "waits behind data going the other way")                                           \
+    X(NSOCKS_LOCAL, COLL_PARAM_INT, "1",                                                 \
+      "COLL_NSOCKS toward a peer on the same host (same boot and network namespace): "   \
+      "that traffic never leaves the kernel, where more sockets only add system calls "  \
+      "(1..16; a pair uses the smaller of its two settings)")                            \
+    X(TCP_CHUNK_LOCAL, COLL_PARAM_SIZE, "2M",                                            \
+      "COLL_TCP_CHUNK toward a peer on the same host: no wire to share with a "          \
+      "clear-to-send, and each chunk costs a system call on both sides")                 \
     X(SOCKET_BUFSIZE, COLL_PARAM_SIZE, "0",                                              \
       "SO_SNDBUF and SO_RCVBUF of TCP data sockets; 0 keeps the kernel's autotuning "    \
       "(which grows to net.ipv4.tcp_wmem/tcp_rmem)")                                     \

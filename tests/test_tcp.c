@@ -1,11 +1,13 @@
 /*
  * test_tcp.c: the TCP transport's own guarantees, over real loopback
  * sockets between forked ranks:
- *   - striping (COLL_NSOCKS 1, 2, 4, with small and default chunks):
- *     point-to-point of odd sizes, many tags interleaved both ways, equal
- *     tags matched in the order they were sent, and collectives;
- *   - ranks with different COLL_NSOCKS still connect (a pair uses the
- *     smaller count);
+ *   - striping (1, 2, 4 sockets, with small and default chunks; the
+ *     ranks share a kernel, so COLL_NSOCKS_LOCAL and COLL_TCP_CHUNK_LOCAL
+ *     are the settings that apply): point-to-point of odd sizes, many tags
+ *     interleaved both ways, equal tags matched in the order they were
+ *     sent, and collectives;
+ *   - ranks with different socket counts still connect (a pair uses the
+ *     smaller count), and COLL_NSOCKS does not apply between them;
  *   - head-of-line fix: simultaneous large exchanges both ways with small
  *     messages going through in the middle of them;
  *   - the cost model: probed alpha and beta are the same on every rank,
@@ -17,6 +19,7 @@
 #include "algorithms.h"
 #include "comm.h"
 #include "harness.h"
+#include "tcp/tcp.h"
 
 /* Settings of one striping case. */
 typedef struct stripe_case {
@@ -25,13 +28,13 @@ typedef struct stripe_case {
 } stripe_case_t;
 
 static const stripe_case_t stripe_cases[] = {
-    {"1", "128K"}, {"2", "128K"}, {"4", "128K"}, {"2", "4K"}, {"4", "4K"}, {"3", "16K"},
+    {"1", "2M"}, {"2", "128K"}, {"4", "128K"}, {"2", "4K"}, {"4", "4K"}, {"3", "16K"},
 };
 
 static void set_case(int i)
 {
-    setenv("COLL_NSOCKS", stripe_cases[i].nsocks, 1);
-    setenv("COLL_TCP_CHUNK", stripe_cases[i].chunk, 1);
+    setenv("COLL_NSOCKS_LOCAL", stripe_cases[i].nsocks, 1);
+    setenv("COLL_TCP_CHUNK_LOCAL", stripe_cases[i].chunk, 1);
 }
 
 /* ---- point-to-point, many tags interleaved ------------------------------- */
@@ -142,8 +145,17 @@ START_TEST(test_stripe_coll)
 }
 END_TEST
 
-/* ---- different COLL_NSOCKS on the two sides --------------------------------- */
+/* ---- different socket counts on the two sides ----------------------------- */
 
+/* Sockets of our TCP endpoint toward `peer`. */
+static int tcp_socks_to(coll_comm_t comm, int peer)
+{
+    const coll_peer_t *p = &comm->peers[peer];
+    return p->ops == &coll_tp_tcp_ops ? ((const tcp_ep_t *)p->ep)->nconn : -1;
+}
+
+/* COLL_NSOCKS_LOCAL 1, 4, 2 around a ring of 3; COLL_NSOCKS 3 everywhere,
+ * which must not apply: the ranks share a kernel. */
 static int rank_mixed(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     static const char *const mine[] = {"1", "4", "2"};
@@ -152,9 +164,13 @@ static int rank_mixed(int rank, int nranks, const coll_unique_id_t *id, void *ar
     (void)arg;
 
     RANK_CHECK(out && in, "out of memory");
-    setenv("COLL_NSOCKS", mine[rank % 3], 1);
+    setenv("COLL_NSOCKS", "3", 1);
+    setenv("COLL_NSOCKS_LOCAL", mine[rank % 3], 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
     int right = (rank + 1) % nranks, left = (rank + nranks - 1) % nranks;
+    int want_right = COLL_MIN(atoi(mine[rank]), atoi(mine[right]));
+    RANK_CHECK(tcp_socks_to(comm, right) == want_right, "%d sockets to rank %d, expected %d",
+               tcp_socks_to(comm, right), right, want_right);
     harness_fill(out, n, rank, 5);
     RANK_OK(coll_sendrecv(out, n, COLL_UINT8, right, 3, in, n, COLL_UINT8, left, 3, comm));
     harness_verify(in, n, left, 5);
@@ -213,7 +229,7 @@ static int rank_bidir(int rank, int nranks, const coll_unique_id_t *id, void *ar
 
 START_TEST(test_bidir)
 {
-    setenv("COLL_NSOCKS", _i ? "2" : "1", 1);
+    setenv("COLL_NSOCKS_LOCAL", _i ? "2" : "1", 1);
     ck_assert_int_eq(harness_run(2, rank_bidir, NULL, 120), 0);
 }
 END_TEST

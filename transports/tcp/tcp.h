@@ -39,6 +39,7 @@
 #define COLL_TCP_H
 
 #include "handshake.h"
+#include "net.h"
 #include "transport.h"
 #include "util/match.h"
 
@@ -53,8 +54,13 @@
 /* Bytes read ahead into a socket's staging buffer when a header is due:
  * one recv then usually brings the header and a small payload together. */
 #define TCP_RXBUF 4096
-/* The address blob: the wire address, then the sender's socket count. */
-#define TCP_ADDR_BYTES (COLL_WIRE_ADDR_BYTES + 1)
+/* A receive that reduces reads this much from the socket before folding
+ * it, so that the reduction reads the bytes from cache, not from the
+ * destination after a trip to memory (a multiple of COLL_TP_FOLD_ALIGN). */
+#define TCP_FOLD_BYTES (64u << 10)
+/* The address blob: the wire address, then the sender's socket counts
+ * (COLL_NSOCKS, COLL_NSOCKS_LOCAL). */
+#define TCP_ADDR_BYTES (COLL_WIRE_ADDR_BYTES + 2)
 
 enum tcp_frame_type {
     TCP_EAGER = 1,
@@ -161,6 +167,12 @@ typedef struct tcp_conn {
     int rx_corrupt;           /* test hook: flip the payload's first byte */
     uint8_t *rxbuf;           /* TCP_RXBUF staging bytes */
     size_t rxbuf_off, rxbuf_len;
+    /* A receive that reduces (coll_tp_req_t.fold): payload bytes gather in
+     * foldbuf (TCP_FOLD_BYTES, allocated on first use) and are folded into
+     * the message at fold_off a cache-sized piece at a time. */
+    int rx_fold;
+    uint8_t *foldbuf;
+    size_t fold_off, fold_fill;
 } tcp_conn_t;
 
 struct tcp_ep {
@@ -175,6 +187,7 @@ struct tcp_ep {
     int in_rx;                /* inside a receive loop */
 
     int nconn;
+    size_t chunk;             /* COLL_TCP_CHUNK, or its _LOCAL twin */
     tcp_conn_t conn[TCP_NSOCKS_MAX];
 
     coll_match_t match;
@@ -204,10 +217,15 @@ struct tcp_iface {
     int nretry;               /* sockets in TCP_CONN_RETRY */
     size_t eager_limit;
     size_t chunk;             /* COLL_TCP_CHUNK */
+    size_t chunk_local;       /* COLL_TCP_CHUNK_LOCAL */
     int nsocks;               /* COLL_NSOCKS */
+    int nsocks_local;         /* COLL_NSOCKS_LOCAL */
+    uint64_t host_hash;       /* coll_host_hash(): which peers share our kernel */
     int bufsize;              /* COLL_SOCKET_BUFSIZE (0: the kernel's autotuning) */
     size_t hdr_len;           /* TCP_HDR_MAX with COLL_CHECKSUM, else TCP_HDR_BYTES */
 };
+
+extern const coll_tp_ops_t coll_tp_tcp_ops; /* tcp_iface.c */
 
 /* tcp_ep.c */
 coll_status_t tcp_ep_connect(coll_tp_iface_t *iface, const coll_peer_info_t *peer,
@@ -223,7 +241,7 @@ void tcp_conn_retry_due(tcp_conn_t *c);
 void tcp_ep_fail(tcp_ep_t *ep, coll_status_t status, const char *fmt, ...) COLL_PRINTF(3, 4);
 void tcp_conn_update_events(tcp_conn_t *c);
 void tcp_conn_close_fd(tcp_conn_t *c);
-void tcp_sock_setup(int fd, const tcp_iface_t *iface);
+void tcp_sock_setup(int fd, const tcp_iface_t *iface, size_t chunk);
 
 /* tcp_msg.c */
 /* Encode h into out and, with checksums on, append the CRCs of the payload

@@ -32,9 +32,9 @@ static void linger_for_notice(tcp_ep_t *ep, uint64_t deadline_ns);
  * chunk: enough to keep the link busy between two writable events, small
  * enough that a clear-to-send queued behind it leaves within a chunk's
  * time on the wire (the head-of-line bound of tcp.h). */
-void tcp_sock_setup(int fd, const tcp_iface_t *iface)
+void tcp_sock_setup(int fd, const tcp_iface_t *iface, size_t chunk)
 {
-    int lowat = (int)iface->chunk;
+    int lowat = (int)chunk;
 
     coll_sock_tune(fd);
     setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat));
@@ -51,28 +51,31 @@ static void ep_set_desc(tcp_ep_t *ep, const char *peer_str)
              peer_str ? peer_str : coll_addr_str(&ep->peer_addr, addr));
 }
 
-/* The peer's address and socket count from its blob (0 sockets: invalid). */
-static int peer_nsocks(const coll_peer_info_t *peer, coll_addr_t *addr)
+/* The peer's address and socket count from its blob (0 sockets: invalid):
+ * its COLL_NSOCKS_LOCAL when it shares our kernel, else its COLL_NSOCKS. */
+static int peer_nsocks(const coll_peer_info_t *peer, int local, coll_addr_t *addr)
 {
     const coll_tp_addr_t *a = coll_peer_info_addr(peer, COLL_TP_TCP);
 
     memset(addr, 0, sizeof(*addr));
     if (!a || a->len != TCP_ADDR_BYTES || coll_addr_from_wire(a->data, addr) != 0)
         return 0;
-    return a->data[COLL_WIRE_ADDR_BYTES];
+    return a->data[COLL_WIRE_ADDR_BYTES + (local ? 1 : 0)];
 }
 
 static void ep_free(tcp_ep_t *ep)
 {
-    for (int i = 0; i < TCP_NSOCKS_MAX; i++)
+    for (int i = 0; i < TCP_NSOCKS_MAX; i++) {
         free(ep->conn[i].rxbuf);
+        free(ep->conn[i].foldbuf);
+    }
     free(ep);
 }
 
 static tcp_ep_t *ep_alloc(tcp_iface_t *iface, const coll_peer_info_t *peer)
 {
     tcp_ep_t *ep = calloc(1, sizeof(*ep));
-    int theirs;
+    int theirs, local;
 
     if (!ep)
         return NULL;
@@ -80,9 +83,14 @@ static tcp_ep_t *ep_alloc(tcp_iface_t *iface, const coll_peer_info_t *peer)
     ep->super.peer = (int)peer->rank;
     ep->iface = iface;
     ep->state = TCP_EP_CONNECTING;
-    theirs = peer_nsocks(peer, &ep->peer_addr);
+    /* Between processes of one kernel (loopback or a local address) TCP is
+     * memory copies: striping buys no bandwidth there and costs a system
+     * call per chunk on both sides. Both sides see the same host hash. */
+    local = peer->host_hash == iface->host_hash;
+    theirs = peer_nsocks(peer, local, &ep->peer_addr);
     /* Both sides use the smaller count, so they agree without a round trip. */
-    ep->nconn = COLL_MAX(1, COLL_MIN(iface->nsocks, theirs));
+    ep->nconn = COLL_MAX(1, COLL_MIN(local ? iface->nsocks_local : iface->nsocks, theirs));
+    ep->chunk = local ? iface->chunk_local : iface->chunk;
     ep_set_desc(ep, NULL);
     coll_match_init(&ep->match);
     coll_list_init(&ep->rndv_sends);
@@ -187,7 +195,7 @@ static void conn_start_connect(tcp_conn_t *c)
                     coll_error_thread());
         return;
     }
-    tcp_sock_setup(fd, ep->iface);
+    tcp_sock_setup(fd, ep->iface, ep->chunk);
     c->fd = fd;
     c->state = TCP_CONN_CONNECTING;
     if (coll_evloop_add(pr->evloop, &c->src, fd, EPOLLOUT, conn_handler, c) != COLL_OK)
@@ -320,7 +328,7 @@ void tcp_conn_attach(tcp_conn_t *c, int fd, const char *peer_str)
     const coll_tp_params_t *pr = &ep->iface->super.params;
 
     c->fd = fd;
-    tcp_sock_setup(fd, ep->iface);
+    tcp_sock_setup(fd, ep->iface, ep->chunk);
     if (c->idx == 0)
         ep_set_desc(ep, peer_str);
     if (coll_evloop_add(pr->evloop, &c->src, fd, EPOLLIN, conn_handler, c) != COLL_OK) {

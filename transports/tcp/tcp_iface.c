@@ -114,24 +114,46 @@ static void listen_handler(void *arg, uint32_t events)
     }
 }
 
-/* COLL_TCP_EAGER_LIMIT, COLL_NSOCKS, COLL_TCP_CHUNK, COLL_SOCKET_BUFSIZE. */
+/* A socket count (COLL_NSOCKS, COLL_NSOCKS_LOCAL), checked. */
+static coll_status_t read_nsocks(coll_param_id_t id, int *out)
+{
+    int64_t n;
+
+    COLL_CHECK(coll_param_int(id, &n));
+    if (n < 1 || n > TCP_NSOCKS_MAX)
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "%s=%lld is out of range "
+                          "(1..%d)", coll_param_info(id)->name, (long long)n, TCP_NSOCKS_MAX);
+    *out = (int)n;
+    return COLL_OK;
+}
+
+/* A chunk size (COLL_TCP_CHUNK, COLL_TCP_CHUNK_LOCAL), checked. */
+static coll_status_t read_chunk(coll_param_id_t id, size_t *out)
+{
+    size_t n;
+
+    COLL_CHECK(coll_param_size(id, &n));
+    if (n < 4096 || n > (64u << 20))
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "%s=%zu is out of range "
+                          "(4K..64M)", coll_param_info(id)->name, n);
+    *out = n;
+    return COLL_OK;
+}
+
+/* COLL_TCP_EAGER_LIMIT, COLL_NSOCKS, COLL_TCP_CHUNK (and their _LOCAL
+ * twins), COLL_SOCKET_BUFSIZE. */
 static coll_status_t read_settings(tcp_iface_t *iface)
 {
-    int64_t nsocks;
     size_t bufsize;
 
     COLL_CHECK(coll_param_size(COLL_PARAM_TCP_EAGER_LIMIT, &iface->eager_limit));
     if (iface->eager_limit > TCP_EAGER_MAX)
         iface->eager_limit = TCP_EAGER_MAX;
-    COLL_CHECK(coll_param_int(COLL_PARAM_NSOCKS, &nsocks));
-    if (nsocks < 1 || nsocks > TCP_NSOCKS_MAX)
-        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "COLL_NSOCKS=%lld is out of "
-                          "range (1..%d)", (long long)nsocks, TCP_NSOCKS_MAX);
-    iface->nsocks = (int)nsocks;
-    COLL_CHECK(coll_param_size(COLL_PARAM_TCP_CHUNK, &iface->chunk));
-    if (iface->chunk < 4096 || iface->chunk > (64u << 20))
-        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "COLL_TCP_CHUNK=%zu is out "
-                          "of range (4K..64M)", iface->chunk);
+    COLL_CHECK(read_nsocks(COLL_PARAM_NSOCKS, &iface->nsocks));
+    COLL_CHECK(read_nsocks(COLL_PARAM_NSOCKS_LOCAL, &iface->nsocks_local));
+    COLL_CHECK(read_chunk(COLL_PARAM_TCP_CHUNK, &iface->chunk));
+    COLL_CHECK(read_chunk(COLL_PARAM_TCP_CHUNK_LOCAL, &iface->chunk_local));
+    iface->host_hash = coll_host_hash();
     COLL_CHECK(coll_param_size(COLL_PARAM_SOCKET_BUFSIZE, &bufsize));
     if (bufsize > (1u << 30))
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "COLL_SOCKET_BUFSIZE=%zu is "
@@ -163,7 +185,7 @@ static coll_status_t tcp_iface_open(const coll_tp_params_t *params, coll_tp_ifac
                     st, err);
     /* accepted sockets inherit the buffer sizes, in time for the window
      * scale their SYN-ACK announces */
-    tcp_sock_setup(iface->listen_fd, iface);
+    tcp_sock_setup(iface->listen_fd, iface, iface->chunk);
     COLL_CHECK_GOTO(coll_evloop_add_cold(params->evloop, &iface->listen_src, iface->listen_fd,
                                          EPOLLIN, listen_handler, iface),
                     st, err);
@@ -199,6 +221,7 @@ static coll_status_t tcp_iface_addr(coll_tp_iface_t *tiface, coll_tp_addr_t *add
     addr_p->len = TCP_ADDR_BYTES;
     coll_addr_to_wire(&iface->addr, addr_p->data);
     addr_p->data[COLL_WIRE_ADDR_BYTES] = (uint8_t)iface->nsocks;
+    addr_p->data[COLL_WIRE_ADDR_BYTES + 1] = (uint8_t)iface->nsocks_local;
     return COLL_OK;
 }
 
@@ -248,6 +271,7 @@ const coll_tp_ops_t coll_tp_tcp_ops = {
     .name = "tcp",
     .id = COLL_TP_TCP,
     .mem_kinds = COLL_MEM_BIT(COLL_MEM_HOST),
+    .flags = COLL_TP_F_RECV_FOLD,
     .iface_open = tcp_iface_open,
     .iface_close = tcp_iface_close,
     .iface_addr = tcp_iface_addr,

@@ -208,7 +208,7 @@ static tcp_tx_t *take_chunk(tcp_conn_t *c)
     tcp_ep_t *ep = c->ep;
     coll_tp_req_t *req = coll_list_first(&ep->active_sends, coll_tp_req_t, link);
     tcp_req_priv_t *priv = tcp_priv(req);
-    size_t off = priv->data_off, len = COLL_MIN(req->len - off, ep->iface->chunk);
+    size_t off = priv->data_off, len = COLL_MIN(req->len - off, ep->chunk);
     tcp_hdr_t h = {.type = TCP_DATA, .id = priv->peer_id, .tag = req->tag, .len = len,
                    .aux = off};
 
@@ -303,6 +303,24 @@ static void rx_expect_payload(tcp_conn_t *c, void *dst, size_t len, coll_tp_req_
     c->rx_dst = dst;
     c->rx_left = len;
     c->rx_req = req;
+    c->rx_fold = 0;
+}
+
+/* The payload for offset `off` of req, which reduces as it receives:
+ * through the fold buffer. 0, or -1 when that cannot be allocated (the
+ * link has failed). */
+static int rx_expect_fold(tcp_conn_t *c, coll_tp_req_t *req, size_t off, size_t len)
+{
+    if (!c->foldbuf && !(c->foldbuf = malloc(TCP_FOLD_BYTES))) {
+        tcp_ep_fail(c->ep, COLL_ERR_NO_MEMORY, "cannot allocate %u bytes to reduce a message "
+                    "from %s as it arrives", TCP_FOLD_BYTES, c->ep->super.desc);
+        return -1;
+    }
+    rx_expect_payload(c, NULL, len, req);
+    c->rx_fold = 1;
+    c->fold_off = off;
+    c->fold_fill = 0;
+    return 0;
 }
 
 static void rx_discard(tcp_conn_t *c, size_t len)
@@ -357,6 +375,10 @@ static void on_eager(tcp_conn_t *c, const tcp_hdr_t *h)
     if (req && req->len != h->len) {
         coll_match_size_mismatch(req, h->len);
         rx_discard(c, h->len);
+        return;
+    }
+    if (req && req->fold) {
+        rx_expect_fold(c, req, 0, h->len);
         return;
     }
     if (req) {
@@ -431,7 +453,10 @@ static void on_data(tcp_conn_t *c, const tcp_hdr_t *h)
                     (unsigned long long)h->len);
         return;
     }
-    rx_expect_payload(c, (uint8_t *)req->buf + h->aux, h->len, req);
+    if (req->fold)
+        rx_expect_fold(c, req, h->aux, h->len);
+    else
+        rx_expect_payload(c, (uint8_t *)req->buf + h->aux, h->len, req);
 }
 
 /* The peer is gone once every socket said goodbye: each BYE follows the
@@ -520,14 +545,7 @@ static void unexpected_done(tcp_conn_t *c)
         coll_list_push_back(&ep->match.unexpected, &ux->link);
         return;
     }
-    if (late->len == ux->len) {
-        coll_copy(late->buf, ux->data, ux->len);
-        late->bytes_done = ux->len;
-        late->complete(late, COLL_OK);
-    } else {
-        coll_match_size_mismatch(late, ux->len);
-    }
-    free(ux->data);
+    coll_match_deliver_eager(late, ux); /* folds it when the receive reduces */
     free(ux);
 }
 
@@ -624,6 +642,27 @@ static void rx_payload_bytes(tcp_conn_t *c, uint8_t *p, size_t n)
         c->rx_crc = coll_crc32c(c->rx_crc, p, n);
 }
 
+/* Payload bytes of a receive that reduces: into the fold buffer, folded
+ * when it is full or the frame ends. Returns as conn_read. */
+static ssize_t rx_fold_read(tcp_conn_t *c)
+{
+    uint8_t *at = c->foldbuf + c->fold_fill;
+    ssize_t n = conn_read(c, at, COLL_MIN(c->rx_left, TCP_FOLD_BYTES - c->fold_fill));
+
+    if (n <= 0)
+        return n;
+    rx_payload_bytes(c, at, (size_t)n);
+    c->fold_fill += (size_t)n;
+    c->rx_left -= (size_t)n;
+    if (c->fold_fill == TCP_FOLD_BYTES || c->rx_left == 0) {
+        c->rx_req->fold(c->rx_req, c->fold_off, c->foldbuf, c->fold_fill);
+        c->fold_off += c->fold_fill;
+        c->fold_fill = 0;
+    }
+    c->rx_req->bytes_done += (size_t)n;
+    return n;
+}
+
 static void rx_loop(tcp_conn_t *c)
 {
     static __thread uint8_t sink[TCP_DISCARD_CHUNK];
@@ -642,8 +681,11 @@ static void rx_loop(tcp_conn_t *c)
             }
             break;
         case TCP_RX_PAYLOAD:
-            n = c->rx_left ? conn_read(c, c->rx_dst, c->rx_left) : 0;
-            if (n > 0) {
+            if (c->rx_fold)
+                n = c->rx_left ? rx_fold_read(c) : 0;
+            else
+                n = c->rx_left ? conn_read(c, c->rx_dst, c->rx_left) : 0;
+            if (n > 0 && !c->rx_fold) {
                 rx_payload_bytes(c, c->rx_dst, (size_t)n);
                 c->rx_dst += n;
                 c->rx_left -= (size_t)n;
