@@ -50,9 +50,14 @@ typedef enum coll_param_type {
       "Transports allowed between distinct ranks, comma separated, in priority order "   \
       "(available: shm, verbs, ofi, tcp); empty means all (ofi then only for RDMA-class " \
       "libfabric providers)")                                                            \
-    X(TCP_EAGER_LIMIT, COLL_PARAM_SIZE, "64K",                                           \
+    X(TCP_EAGER_LIMIT, COLL_PARAM_SIZE, "256K",                                          \
       "TCP messages up to this size are sent at once; larger ones wait for the "         \
-      "receiver (rendezvous) so that no large buffer is allocated on the receiver")      \
+      "receiver (rendezvous) so that no large buffer is allocated on the receiver. The " \
+      "wait is a round trip on the wire, behind the data queued in the other direction " \
+      "(up to 4M)")                                                                      \
+    X(TCP_EAGER_LIMIT_LOCAL, COLL_PARAM_SIZE, "64K",                                     \
+      "COLL_TCP_EAGER_LIMIT toward a peer on the same host, where the round trip is a "  \
+      "few microseconds and a message sent before its receive is posted costs a copy")   \
     X(NSOCKS, COLL_PARAM_INT, "4",                                                       \
       "TCP sockets per peer (1..16; a pair uses the smaller of its two settings): large " \
       "messages are striped across them in COLL_TCP_CHUNK pieces")                       \

@@ -607,8 +607,8 @@ END_TEST
 /* The receiver (rank 0) names a count other than the sender's: it gets
  * COLL_ERR_SIZE_MISMATCH naming both sizes in bytes and the peer; the
  * sender succeeds; the next message on the same tag arrives intact. Small
- * messages go eagerly, 1 MiB and more by rendezvous (COLL_TCP_EAGER_LIMIT
- * defaults to 64K). "unexpected": the message (or its announcement) has
+ * messages go eagerly, 1 MiB and more by rendezvous (between ranks of one
+ * host COLL_TCP_EAGER_LIMIT_LOCAL applies, 64K by default). "unexpected": the message (or its announcement) has
  * arrived before the receive is posted; "posted": the receive was first. */
 #define MIB_INT32 (262144) /* int32 elements in 1 MiB */
 

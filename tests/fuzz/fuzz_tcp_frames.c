@@ -32,7 +32,7 @@
 #include "tcp/tcp.h"
 
 #define NRECV_MAX 3
-#define SEND_BYTES (256u << 10) /* above COLL_TCP_EAGER_LIMIT: a rendezvous send */
+#define SEND_BYTES (256u << 10) /* above COLL_TCP_EAGER_LIMIT (64K here): a rendezvous send */
 
 extern const coll_tp_ops_t coll_tp_tcp_ops;
 
@@ -58,6 +58,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     fuzz_quiet();
     setenv("COLL_NSOCKS", "2", 1);
     setenv("COLL_TCP_CHUNK", "4K", 1);
+    setenv("COLL_TCP_EAGER_LIMIT", "64K", 1);
     return 0;
 }
 

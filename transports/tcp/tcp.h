@@ -188,6 +188,7 @@ struct tcp_ep {
 
     int nconn;
     size_t chunk;             /* COLL_TCP_CHUNK, or its _LOCAL twin */
+    size_t eager_limit;       /* COLL_TCP_EAGER_LIMIT, or its _LOCAL twin */
     tcp_conn_t conn[TCP_NSOCKS_MAX];
 
     coll_match_t match;
@@ -215,7 +216,8 @@ struct tcp_iface {
     tcp_ep_t **eps;           /* by peer rank */
     coll_list_t pending;      /* tcp_pending_t */
     int nretry;               /* sockets in TCP_CONN_RETRY */
-    size_t eager_limit;
+    size_t eager_limit;       /* COLL_TCP_EAGER_LIMIT */
+    size_t eager_limit_local; /* COLL_TCP_EAGER_LIMIT_LOCAL */
     size_t chunk;             /* COLL_TCP_CHUNK */
     size_t chunk_local;       /* COLL_TCP_CHUNK_LOCAL */
     int nsocks;               /* COLL_NSOCKS */

@@ -91,6 +91,7 @@ static tcp_ep_t *ep_alloc(tcp_iface_t *iface, const coll_peer_info_t *peer)
     /* Both sides use the smaller count, so they agree without a round trip. */
     ep->nconn = COLL_MAX(1, COLL_MIN(local ? iface->nsocks_local : iface->nsocks, theirs));
     ep->chunk = local ? iface->chunk_local : iface->chunk;
+    ep->eager_limit = local ? iface->eager_limit_local : iface->eager_limit;
     ep_set_desc(ep, NULL);
     coll_match_init(&ep->match);
     coll_list_init(&ep->rndv_sends);

@@ -141,14 +141,16 @@ static coll_status_t read_chunk(coll_param_id_t id, size_t *out)
 }
 
 /* COLL_TCP_EAGER_LIMIT, COLL_NSOCKS, COLL_TCP_CHUNK (and their _LOCAL
- * twins), COLL_SOCKET_BUFSIZE. */
+ * twins), COLL_SOCKET_BUFSIZE. Eager sizes above what a receiver accepts
+ * are lowered to it. */
 static coll_status_t read_settings(tcp_iface_t *iface)
 {
     size_t bufsize;
 
     COLL_CHECK(coll_param_size(COLL_PARAM_TCP_EAGER_LIMIT, &iface->eager_limit));
-    if (iface->eager_limit > TCP_EAGER_MAX)
-        iface->eager_limit = TCP_EAGER_MAX;
+    COLL_CHECK(coll_param_size(COLL_PARAM_TCP_EAGER_LIMIT_LOCAL, &iface->eager_limit_local));
+    iface->eager_limit = COLL_MIN(iface->eager_limit, (size_t)TCP_EAGER_MAX);
+    iface->eager_limit_local = COLL_MIN(iface->eager_limit_local, (size_t)TCP_EAGER_MAX);
     COLL_CHECK(read_nsocks(COLL_PARAM_NSOCKS, &iface->nsocks));
     COLL_CHECK(read_nsocks(COLL_PARAM_NSOCKS_LOCAL, &iface->nsocks_local));
     COLL_CHECK(read_chunk(COLL_PARAM_TCP_CHUNK, &iface->chunk));

@@ -279,7 +279,7 @@ coll_status_t tcp_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
         req->complete(req, ep->error != COLL_OK ? ep->error : COLL_ERR_PEER_FAILED);
         return COLL_OK;
     }
-    if (req->len <= ep->iface->eager_limit) {
+    if (req->len <= ep->eager_limit) {
         tcp_hdr_t h = {.type = TCP_EAGER, .tag = req->tag, .len = req->len};
         tx_init(ep->iface, &priv->tx, &h, req->buf, req->len, req);
     } else {
