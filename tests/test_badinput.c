@@ -608,8 +608,9 @@ END_TEST
  * COLL_ERR_SIZE_MISMATCH naming both sizes in bytes and the peer; the
  * sender succeeds; the next message on the same tag arrives intact. Small
  * messages go eagerly, 1 MiB and more by rendezvous (between ranks of one
- * host COLL_TCP_EAGER_LIMIT_LOCAL applies, 64K by default). "unexpected": the message (or its announcement) has
- * arrived before the receive is posted; "posted": the receive was first. */
+ * host COLL_TCP_EAGER_LIMIT_LOCAL applies, 64K by default). "unexpected":
+ * the message (or its announcement) has arrived before the receive is
+ * posted; "posted": the receive was first. */
 #define MIB_INT32 (262144) /* int32 elements in 1 MiB */
 
 static const struct {
@@ -799,6 +800,8 @@ static const struct {
     {"COLL_TCP_EAGER_LIMIT", "lots"},
     {"COLL_HANDSHAKE_TIMEOUT", "1x"},
     {"COLL_POLL_SPIN", "fast"},
+    {"COLL_NSOCKS_LOCAL", "17"},
+    {"COLL_TCP_CHUNK_LOCAL", "100"},
 };
 
 static int rank_bad_env(int rank, int nranks, const coll_unique_id_t *id, void *arg)

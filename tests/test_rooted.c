@@ -37,9 +37,9 @@ static const coll_datatype_t dts[] = {COLL_UINT8, COLL_FLOAT16, COLL_INT32, COLL
 
 /* One communicator's settings: the algorithms it forces, its pipeline
  * chunk and TCP eager limit (COLL_TCP_EAGER_LIMIT_LOCAL: the ranks share
- * a host; NULL: the defaults, 256K and 64K). Between
- * them every algorithm runs, pipelined, and with every message eager
- * (below 64K) and every message by rendezvous (limit 0). */
+ * a host; NULL: the defaults, 256K and 64K). Between them every algorithm
+ * runs, pipelined, and with every message eager (below 64K) and every
+ * message by rendezvous (limit 0). */
 typedef struct algo_set {
     const char *algo;
     const char *chunk;

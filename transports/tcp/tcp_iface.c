@@ -115,27 +115,29 @@ static void listen_handler(void *arg, uint32_t events)
 }
 
 /* A socket count (COLL_NSOCKS, COLL_NSOCKS_LOCAL), checked. */
-static coll_status_t read_nsocks(coll_param_id_t id, int *out)
+static coll_status_t read_nsocks(const tcp_iface_t *iface, coll_param_id_t id, int *out)
 {
     int64_t n;
 
     COLL_CHECK(coll_param_int(id, &n));
     if (n < 1 || n > TCP_NSOCKS_MAX)
-        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "%s=%lld is out of range "
-                          "(1..%d)", coll_param_info(id)->name, (long long)n, TCP_NSOCKS_MAX);
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: %s=%lld is out of "
+                          "range (1..%d)", iface->super.params.rank, coll_param_info(id)->name,
+                          (long long)n, TCP_NSOCKS_MAX);
     *out = (int)n;
     return COLL_OK;
 }
 
 /* A chunk size (COLL_TCP_CHUNK, COLL_TCP_CHUNK_LOCAL), checked. */
-static coll_status_t read_chunk(coll_param_id_t id, size_t *out)
+static coll_status_t read_chunk(const tcp_iface_t *iface, coll_param_id_t id, size_t *out)
 {
     size_t n;
 
     COLL_CHECK(coll_param_size(id, &n));
     if (n < 4096 || n > (64u << 20))
-        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "%s=%zu is out of range "
-                          "(4K..64M)", coll_param_info(id)->name, n);
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: %s=%zu is out of "
+                          "range (4K..64M)", iface->super.params.rank, coll_param_info(id)->name,
+                          n);
     *out = n;
     return COLL_OK;
 }
@@ -151,10 +153,10 @@ static coll_status_t read_settings(tcp_iface_t *iface)
     COLL_CHECK(coll_param_size(COLL_PARAM_TCP_EAGER_LIMIT_LOCAL, &iface->eager_limit_local));
     iface->eager_limit = COLL_MIN(iface->eager_limit, (size_t)TCP_EAGER_MAX);
     iface->eager_limit_local = COLL_MIN(iface->eager_limit_local, (size_t)TCP_EAGER_MAX);
-    COLL_CHECK(read_nsocks(COLL_PARAM_NSOCKS, &iface->nsocks));
-    COLL_CHECK(read_nsocks(COLL_PARAM_NSOCKS_LOCAL, &iface->nsocks_local));
-    COLL_CHECK(read_chunk(COLL_PARAM_TCP_CHUNK, &iface->chunk));
-    COLL_CHECK(read_chunk(COLL_PARAM_TCP_CHUNK_LOCAL, &iface->chunk_local));
+    COLL_CHECK(read_nsocks(iface, COLL_PARAM_NSOCKS, &iface->nsocks));
+    COLL_CHECK(read_nsocks(iface, COLL_PARAM_NSOCKS_LOCAL, &iface->nsocks_local));
+    COLL_CHECK(read_chunk(iface, COLL_PARAM_TCP_CHUNK, &iface->chunk));
+    COLL_CHECK(read_chunk(iface, COLL_PARAM_TCP_CHUNK_LOCAL, &iface->chunk_local));
     iface->host_hash = coll_host_hash();
     COLL_CHECK(coll_param_size(COLL_PARAM_SOCKET_BUFSIZE, &bufsize));
     if (bufsize > (1u << 30))

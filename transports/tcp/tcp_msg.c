@@ -378,7 +378,8 @@ static void on_eager(tcp_conn_t *c, const tcp_hdr_t *h)
         return;
     }
     if (req && req->fold) {
-        rx_expect_fold(c, req, 0, h->len);
+        if (rx_expect_fold(c, req, 0, h->len) != 0)
+            req->complete(req, COLL_ERR_NO_MEMORY); /* taken from the posted list */
         return;
     }
     if (req) {
@@ -454,7 +455,7 @@ static void on_data(tcp_conn_t *c, const tcp_hdr_t *h)
         return;
     }
     if (req->fold)
-        rx_expect_fold(c, req, h->aux, h->len);
+        (void)rx_expect_fold(c, req, h->aux, h->len); /* failing, the link fails req */
     else
         rx_expect_payload(c, (uint8_t *)req->buf + h->aux, h->len, req);
 }
