@@ -643,6 +643,21 @@ static void rx_payload_bytes(tcp_conn_t *c, uint8_t *p, size_t n)
         c->rx_crc = coll_crc32c(c->rx_crc, p, n);
 }
 
+/* Payload bytes straight to their place (rx_dst). Returns as conn_read. */
+static ssize_t rx_copy_read(tcp_conn_t *c)
+{
+    ssize_t n = conn_read(c, c->rx_dst, c->rx_left);
+
+    if (n <= 0)
+        return n;
+    rx_payload_bytes(c, c->rx_dst, (size_t)n);
+    c->rx_dst += n;
+    c->rx_left -= (size_t)n;
+    if (c->rx_req)
+        c->rx_req->bytes_done += (size_t)n;
+    return n;
+}
+
 /* Payload bytes of a receive that reduces: into the fold buffer, folded
  * when it is full or the frame ends. Returns as conn_read. */
 static ssize_t rx_fold_read(tcp_conn_t *c)
@@ -682,17 +697,7 @@ static void rx_loop(tcp_conn_t *c)
             }
             break;
         case TCP_RX_PAYLOAD:
-            if (c->rx_fold)
-                n = c->rx_left ? rx_fold_read(c) : 0;
-            else
-                n = c->rx_left ? conn_read(c, c->rx_dst, c->rx_left) : 0;
-            if (n > 0 && !c->rx_fold) {
-                rx_payload_bytes(c, c->rx_dst, (size_t)n);
-                c->rx_dst += n;
-                c->rx_left -= (size_t)n;
-                if (c->rx_req)
-                    c->rx_req->bytes_done += (size_t)n;
-            }
+            n = !c->rx_left ? 0 : c->rx_fold ? rx_fold_read(c) : rx_copy_read(c);
             if (c->rx_left == 0) {
                 on_payload_done(c);
                 n = 1;
