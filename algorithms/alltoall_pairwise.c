@@ -11,6 +11,12 @@
  * block lands in place; for k <= p/2 it lands in scratch and is copied
  * into place once step p-k has sent the slot's old contents.
  *
+ * Every rank sends and receives in each step, so its sends ask for one
+ * copy (COLL_TP_HINT_ONE_COPY): where the transport would copy a block
+ * into a buffer of its own and out again, each core would do both copies
+ * of a step; read in place it does one (shared memory, 4 ranks, 1 MiB:
+ * 79 -> 67 us; 512 KiB 83 -> 53 us; medians of 5 alternating launches).
+ *
  * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize; out of place
  * a local copy of n/p bytes; in place floor(p/2)/p n bytes of scratch and
  * of local copies. Any p.
@@ -51,8 +57,8 @@ static void build(coll_sched_t *s)
     for (int k = 1; k < p; k++) {
         int to = mod(r + k, p), from = mod(r - k, p);
         void *dst = held && 2 * k <= p ? slot(held, k - 1, bytes) : slot(a->recvbuf, from, bytes);
-        coll_vid_t sv = coll_sched_send(s, slot(a->sendbuf, to, bytes), bytes, to, 0,
-                                        COLL_DEPS(prev));
+        coll_vid_t sv = coll_sched_send_hinted(s, slot(a->sendbuf, to, bytes), bytes, to, 0,
+                                               COLL_TP_HINT_ONE_COPY, COLL_DEPS(prev));
         coll_vid_t rv = coll_sched_recv(s, dst, bytes, from, 0, COLL_DEPS(prev));
         done[k] = prev = coll_sched_join(s, COLL_DEPS(sv, rv));
     }

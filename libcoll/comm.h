@@ -216,10 +216,11 @@ coll_status_t coll_p2p_waitall(struct coll_comm *comm, int n, struct coll_reques
 /* Post a step of a schedule; its completion is reported to the schedule.
  * A receive with fold_local != NULL reduces as it arrives (the peer's
  * transport has COLL_TP_F_RECV_FOLD) into buf, with fold_local as the
- * other operand (coll_sched_fold). */
+ * other operand (coll_sched_fold). `hints`: COLL_TP_HINT_* for the transport. */
 coll_status_t coll_p2p_post_vertex(struct coll_comm *comm, int kind, void *buf, size_t bytes,
                                    int peer, uint64_t tag, struct coll_sched *s, uint32_t vid,
-                                   const void *fold_local, struct coll_request **req_p);
+                                   const void *fold_local, uint32_t hints,
+                                   struct coll_request **req_p);
 
 /* One non-blocking pass of the progress engine. */
 void coll_comm_progress(struct coll_comm *comm);

@@ -30,6 +30,7 @@ typedef struct coll_vertex {
     uint32_t mtag;
     uint8_t fold;               /* recv: reduce as it arrives, dst = incoming op a */
     uint8_t local_first;        /* ... or dst = a op incoming */
+    uint8_t hints;              /* send: COLL_TP_HINT_* */
     int peer;
     void *dst;
     const void *a, *b;
@@ -291,6 +292,16 @@ coll_vid_t coll_sched_send(coll_sched_t *s, const void *buf, size_t bytes, int p
     return add_message(s, V_SEND, buf, bytes, peer, mtag, ndeps, deps);
 }
 
+coll_vid_t coll_sched_send_hinted(coll_sched_t *s, const void *buf, size_t bytes, int peer,
+                                  uint32_t mtag, uint32_t hints, int ndeps,
+                                  const coll_vid_t *deps)
+{
+    coll_vid_t id = add_message(s, V_SEND, buf, bytes, peer, mtag, ndeps, deps);
+    if (id >= 0)
+        s->v[id].hints = (uint8_t)hints;
+    return id;
+}
+
 coll_vid_t coll_sched_recv(coll_sched_t *s, void *buf, size_t bytes, int peer, uint32_t mtag,
                            int ndeps, const coll_vid_t *deps)
 {
@@ -544,7 +555,7 @@ static coll_status_t start_message(coll_sched_t *s, uint32_t id)
     coll_status_t st = coll_p2p_post_vertex(s->comm, v->type == V_SEND ? COLL_REQ_SEND
                                                                        : COLL_REQ_RECV,
                                             v->dst, v->len, v->peer, tag, s, id,
-                                            v->fold ? v->a : NULL, &v->req);
+                                            v->fold ? v->a : NULL, v->hints, &v->req);
     if (st != COLL_OK)
         s->inflight--;
     return st;

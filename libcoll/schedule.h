@@ -84,6 +84,10 @@ void *coll_sched_scratch(coll_sched_t *s, size_t bytes);
 
 coll_vid_t coll_sched_send(coll_sched_t *s, const void *buf, size_t bytes, int peer,
                            uint32_t mtag, int ndeps, const coll_vid_t *deps);
+/* A send with COLL_TP_HINT_* for the transport (transport.h). */
+coll_vid_t coll_sched_send_hinted(coll_sched_t *s, const void *buf, size_t bytes, int peer,
+                                  uint32_t mtag, uint32_t hints, int ndeps,
+                                  const coll_vid_t *deps);
 coll_vid_t coll_sched_recv(coll_sched_t *s, void *buf, size_t bytes, int peer, uint32_t mtag,
                            int ndeps, const coll_vid_t *deps);
 /* Operand order of coll_sched_recv_reduce: a min or max that meets a NaN

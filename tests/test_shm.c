@@ -5,7 +5,9 @@
  * COLL_TAG_MAX, messages that arrive before their receive, equal tags in
  * order; each through cross-memory attach, through the ring
  * (COLL_SHM_CMA=0), and through the fallback taken when process_vm_readv
- * is refused at first use (a seccomp filter installed after init). Then a
+ * is refused at first use (a seccomp filter installed after init); the
+ * pairwise all-to-all's blocks below the single-copy threshold read in
+ * place (its hint to the transport). Then a
  * rank SIGKILLed mid 64 MiB transfer is named within 10 s; no segment is
  * left in /dev/shm after a normal exit, an abort or a killed job; and a
  * tiny /dev/shm gives a clear message and TCP. Mailboxes: the one-shot
@@ -162,6 +164,77 @@ START_TEST(test_p2p_paths)
         harness_sh(cmd, out, sizeof(out));
         ck_assert_msg(atoi(out) == 1, "%s lines saying so", out);
     }
+    harness_tmpdir_remove(log_dir);
+}
+END_TEST
+
+/* ---- exchange steps take one copy below the threshold -------------------------- */
+
+/* Blocks of 200000 bytes: above the eager limit (128K - 32), below the
+ * single-copy threshold (512K), where a plain message goes through the
+ * ring. The pairwise all-to-all marks its sends COLL_TP_HINT_ONE_COPY, so
+ * the receivers read them with process_vm_readv; EXCH_REFUSED shows it:
+ * with process_vm_readv refused after init, each rank says so once and
+ * the data still arrive, through the ring. */
+enum { EXCH_CMA, EXCH_REFUSED, NEXCH };
+#define EXCH_COUNT 50000 /* int32 per block */
+
+static uint32_t exch_val(int from, int to, size_t i)
+{
+    return (uint32_t)from * 1000003u + (uint32_t)to * 7919u + (uint32_t)i;
+}
+
+static int rank_exchange(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int refused = *(int *)arg == EXCH_REFUSED;
+    size_t n = (size_t)nranks * EXCH_COUNT;
+    uint32_t *out = malloc(n * sizeof(*out)), *in = malloc(n * sizeof(*in));
+    char logpath[256];
+
+    snprintf(logpath, sizeof(logpath), "%s/rank%d.log", log_dir, rank);
+    setenv("COLL_DEBUG", "INFO", 1);
+    setenv("COLL_DEBUG_SUBSYS", "NET", 1);
+    setenv("COLL_DEBUG_FILE", logpath, 1);
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    setenv("COLL_ALGO", "alltoall:pairwise", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    if (refused)
+        refuse_cma();
+    RANK_CHECK(out && in, "out of memory");
+    for (int ip = 0; ip < 2; ip++) {
+        uint32_t *dst = ip ? out : in;
+        for (int j = 0; j < nranks; j++)
+            for (size_t i = 0; i < EXCH_COUNT; i++)
+                out[(size_t)j * EXCH_COUNT + i] = exch_val(rank, j, i);
+        memset(in, 0, n * sizeof(*in));
+        RANK_OK(coll_alltoall(out, dst, EXCH_COUNT, COLL_INT32, comm));
+        for (int j = 0; j < nranks; j++)
+            for (size_t i = 0; i < EXCH_COUNT; i++)
+                RANK_CHECK(dst[(size_t)j * EXCH_COUNT + i] == exch_val(j, rank, i),
+                           "%s: block from rank %d, element %zu: %u, expected %u",
+                           ip ? "in place" : "out of place", j, i,
+                           dst[(size_t)j * EXCH_COUNT + i], exch_val(j, rank, i));
+    }
+    free(out);
+    free(in);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_exchange_one_copy)
+{
+    int c = _i;
+    char cmd[512], out[256];
+
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_msg(harness_run(4, rank_exchange, &c, 120) == 0, "all-to-all of 200000-byte "
+                  "blocks, %s", c == EXCH_REFUSED ? "process_vm_readv refused" : "allowed");
+    snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c 'is not permitted'", log_dir);
+    harness_sh(cmd, out, sizeof(out));
+    /* refused: at least one rank tried (each says it once) */
+    int lines = atoi(out);
+    ck_assert_msg(c == EXCH_REFUSED ? lines >= 1 && lines <= 4 : lines == 0,
+                  "%d lines saying process_vm_readv was refused", lines);
     harness_tmpdir_remove(log_dir);
 }
 END_TEST
@@ -618,6 +691,7 @@ static Suite *shm_suite(void)
     TCase *tc = tcase_create("p2p");
     tcase_set_timeout(tc, 150);
     tcase_add_loop_test(tc, test_p2p_paths, 0, NPATHS);
+    tcase_add_loop_test(tc, test_exchange_one_copy, 0, NEXCH);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fold");

@@ -73,8 +73,9 @@ static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
     } else if (tx->rec.type == SHM_RTS) {
         /* the address a receiver may read with process_vm_readv; 0: it
          * asks for the data through the ring (CTS) */
-        uint64_t addr = ep->iface->cma && req->len >= ep->iface->cma_threshold
-                            ? (uint64_t)(uintptr_t)req->buf : 0;
+        int one_copy = req->len >= ep->iface->cma_threshold ||
+                       (req->hints & COLL_TP_HINT_ONE_COPY);
+        uint64_t addr = ep->iface->cma && one_copy ? (uint64_t)(uintptr_t)req->buf : 0;
         memcpy(slot + SHM_REC_HDR, &addr, sizeof(addr));
     }
     rec_commit(ep, slot, bytes);
