@@ -568,7 +568,7 @@ start_job() {
         [ -n "$CSV" ] && extra=(--csv "$RUNDIR/host$i.csv")
         timeout -k 10 "$TIMEOUT" ip netns exec "${P}h$i" "$COLLRUN" --tag-output \
             --nnodes "$HOSTS" --node-rank "$i" --master-addr "$SUBNET.1" \
-            --master-port "$MASTER_PORT" --kill-grace 2 -n "$RPH" -- \
+            --master-port "$MASTER_PORT" --kill-grace 2 -n "$RPH" --bind-to none -- \
             "$BENCH" "${BENCH_ARGS[@]}" "${extra[@]}" \
             >"$RUNDIR/host$i.out" 2>"$RUNDIR/host$i.err" </dev/null &
         ;;

@@ -5,7 +5,7 @@
 #   bench/compare.sh [--np 2,4] [--coll all_reduce[,all_gather,...|all|p2p]]
 #                    [--transport tcp|shm|any] [-b 16] [-e 64M] [-f 4] [--reps 3]
 #                    [--libs libcoll,openmpi,mpich,gloo] [--inplace]
-#                    [-n 20] [-w 5] [--p2p-sizes 1:4M] [--timeout 300]
+#                    [-n 20] [-w 5] [--p2p-sizes 1:4M] [--timeout 300] [--bind core|none]
 #                    [--out DIR] [--build DIR] [--verdict] [--report]
 #
 # Default sweep (make compare): all_reduce, float sum, out of place, over
@@ -35,6 +35,13 @@
 #   - Medians: per (library, ranks, collective, placement, size), the
 #     median over the repetitions of the time per call (busbw follows
 #     from it), p50 and p99 likewise; wrong = summed over repetitions.
+#   - Placement, the same for every library (--bind): core (default)
+#     binds rank i to the i-th CPU this script may use, round robin when
+#     there are more ranks than CPUs (libcoll: collrun's default; Open MPI
+#     --map-by core:OVERSUBSCRIBE --bind-to core:overload-allowed; MPICH
+#     -bind-to core; Gloo: taskset), as mpirun does for np <= cores and
+#     collrun always; none leaves placement to the kernel (collrun
+#     --bind-to none, Open MPI --bind-to none, MPICH and Gloo unbound).
 #   - Transport class, forced on every side:
 #       tcp  libcoll -T tcp; Open MPI --mca pml ob1 --mca btl tcp,self
 #            --mca btl_tcp_if_include lo; MPICH MPIR_CVAR_NOLOCAL=1
@@ -91,6 +98,7 @@ FACTOR="4"
 REPS=3
 LIBS="$ALL_LIBS"
 INPLACE=0
+BIND=core
 ITERS=20
 WARMUP=5
 RUN_TIMEOUT=300
@@ -139,6 +147,7 @@ parse_args() {
         --reps) REPS="$2" ;;
         --libs) LIBS="$2" ;;
         --timeout) RUN_TIMEOUT="$2" ;;
+        --bind) BIND="$2" ;;
         --p2p-sizes) P2P_SIZES="$2" ;;
         --out) OUT="$2" ;;
         --build) BUILD="$2" ;;
@@ -158,6 +167,7 @@ parse_args() {
     *) die "--transport is tcp, shm, any, ofi-tcp or ofi-shm" ;;
     esac
     case "$REPS" in '' | *[!0-9]* | 0) die "--reps takes a positive number" ;; esac
+    case "$BIND" in core | none) ;; *) die "--bind is core or none" ;; esac
     case "$RUN_TIMEOUT" in '' | *[!0-9]*) die "--timeout takes whole seconds" ;; esac
     for c in $COLLS; do
         case " $ALL_COLLS $ALL_P2P " in *" $c "*) ;; *) die "unknown collective '$c'" ;; esac
@@ -207,17 +217,28 @@ bounded() {
     return "$rc"
 }
 
+# The CPUs this script may use, one per line (Cpus_allowed_list expanded).
+own_cpus() {
+    local range
+    for range in $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status | tr , ' '); do
+        seq "${range%-*}" "${range#*-}"
+    done
+}
+
 # gloo_job NP LOG ARGS...: Gloo has no launcher, so start NP gloo_perf
 # processes that meet in a fresh FileStore directory. When one fails, the
 # others are stopped at once rather than left waiting for Gloo's timeout.
+# With --bind core, rank r runs on the (r mod CPUs)-th CPU, as collrun's.
 gloo_job() {
     local np="$1" log="$2" r rc=0 st done_pid p
-    local -a left
+    local -a left cpus pin=()
     shift 2
+    mapfile -t cpus < <(own_cpus)
     GLOO_STORE="$(mktemp -d "${TMPDIR:-/tmp}/compare-gloo.XXXXXX")" || return 1
     CHILDREN=()
     for ((r = 0; r < np; r++)); do
-        timeout -k 10 "$RUN_TIMEOUT" "$BUILD/peers/gloo_perf" --rank "$r" --nranks "$np" \
+        [ "$BIND" = core ] && [ ${#cpus[@]} -gt 0 ] && pin=(taskset -c "${cpus[r % ${#cpus[@]}]}")
+        timeout -k 10 "$RUN_TIMEOUT" "${pin[@]}" "$BUILD/peers/gloo_perf" --rank "$r" --nranks "$np" \
             --store "$GLOO_STORE" "$@" </dev/null >"$log.rank$r" 2>&1 &
         CHILDREN+=($!)
     done
@@ -339,7 +360,7 @@ record_env() {
         echo "# limits: $(machine_limits)"
         echo "# packages: $(dpkg-query -W -f='${Package} ${Version}; ' openmpi-bin mpich libucx0 libgloo0 gcc 2>/dev/null)"
         echo "# sweep: np $NPS; $COLLS; transport $TRANSPORT; -b $MINB -e $MAXB -f $FACTOR; p2p $P2P_SIZES;" \
-            "-n $ITERS -w $WARMUP; reps $REPS; timeout ${RUN_TIMEOUT} s/run"
+            "-n $ITERS -w $WARMUP; reps $REPS; timeout ${RUN_TIMEOUT} s/run; bind $BIND"
     } >"$OUT/env.txt"
     # what --report needs to rebuild this run's tables
     printf 'NPS=%q COLLS=%q LIBS=%q REPS=%q INPLACE=%q TRANSPORT=%q\n' \
@@ -426,7 +447,7 @@ run_one() { # LIB COLL NP REP
         mapfile -t args < <(libcoll_args "$coll" "$csv")
         local -a ofi=()
         [ "${TRANSPORT#ofi-}" != "$TRANSPORT" ] && ofi=(COLL_OFI_PROVIDER="${TRANSPORT#ofi-}")
-        bounded "$log" env "${ofi[@]}" "$BUILD/bin/collrun" -n "$np" \
+        bounded "$log" env "${ofi[@]}" "$BUILD/bin/collrun" -n "$np" --bind-to "$BIND" \
             "$BUILD/bin/$(libcoll_bin "$coll")" "${args[@]}"
         ;;
     openmpi)
@@ -440,7 +461,9 @@ run_one() { # LIB COLL NP REP
             mca=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "${TRANSPORT#ofi-}"
                 -x FI_PROVIDER="${TRANSPORT#ofi-}") ;;
         esac
-        bounded "$log" mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none \
+        local -a bind=(--bind-to none)
+        [ "$BIND" = core ] && bind=(--map-by core:OVERSUBSCRIBE --bind-to core:overload-allowed)
+        bounded "$log" mpirun.openmpi --allow-run-as-root --oversubscribe "${bind[@]}" \
             -np "$np" "${mca[@]}" "$BUILD/peers/mpi_perf.openmpi" "${args[@]}"
         ;;
     mpich)
@@ -448,8 +471,10 @@ run_one() { # LIB COLL NP REP
         # shellcheck disable=SC2054 # tcp,self is one UCX value
         local -a envs=(MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo)
         [ "$TRANSPORT" = tcp ] || envs=()
-        bounded "$log" env "${envs[@]}" mpirun.mpich -np "$np" "$BUILD/peers/mpi_perf.mpich" \
-            "${args[@]}"
+        local -a bind=()
+        [ "$BIND" = core ] && bind=(-bind-to core)
+        bounded "$log" env "${envs[@]}" mpirun.mpich "${bind[@]}" -np "$np" \
+            "$BUILD/peers/mpi_perf.mpich" "${args[@]}"
         ;;
     gloo)
         mapfile -t args < <(peer_args "$coll" "$csv")

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -462,6 +463,61 @@ START_TEST(test_tag_output)
 }
 END_TEST
 
+/* ---- CPU binding ------------------------------------------------------------------ */
+
+/* The CPUs this process may use, lowest first (collrun inherits them). */
+static int own_cpus(int *cpus, int max)
+{
+    cpu_set_t set;
+    int n = 0;
+
+    ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+    for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+        if (CPU_ISSET(c, &set))
+            cpus[n++] = c;
+    return n;
+}
+
+/* Each rank prints the CPUs it may run on, as the kernel lists them. */
+static char *bound_lists(const char *dir, const char *bind)
+{
+    const char *args[] = {"-n", "5", "--tag-output", "--bind-to", bind, "/bin/sh", "-c",
+                          "grep Cpus_allowed_list /proc/self/status", NULL};
+    ck_assert_int_eq(collrun_run(dir, args).code, 0);
+    return slurp(dir, "run.out");
+}
+
+/* core (the default): local rank i on the i-th CPU of collrun's own, round
+ * robin; none: every rank keeps them all. */
+START_TEST(test_bind_to)
+{
+    char dir[64], want[96], all[64] = "", *out;
+    int cpus[CPU_SETSIZE], n = own_cpus(cpus, CPU_SETSIZE);
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "Cpus_allowed_list: %63s", all) == 1)
+            break;
+    fclose(f);
+    harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
+    out = bound_lists(dir, "core");
+    for (int rank = 0; rank < 5; rank++) {
+        snprintf(want, sizeof(want), "[%d] Cpus_allowed_list:\t%d\n", rank, cpus[rank % n]);
+        ck_assert_msg(count_str(out, want) == 1, "%d CPUs; no '%s' in: %s", n, want, out);
+    }
+    free(out);
+    out = bound_lists(dir, "none");
+    for (int rank = 0; rank < 5; rank++) {
+        snprintf(want, sizeof(want), "[%d] Cpus_allowed_list:\t%s\n", rank, all);
+        ck_assert_msg(count_str(out, want) == 1, "no '%s' in: %s", want, out);
+    }
+    free(out);
+    harness_tmpdir_remove(dir);
+}
+END_TEST
+
 /* Many ranks writing many lines at once: every line whole, under its own tag. */
 START_TEST(test_tag_no_interleave)
 {
@@ -778,6 +834,7 @@ static const struct {
     {{"-n", "2", "--master-port", "70000", "true"}, "--master-port '70000'"},
     {{"-n", "2", "--secret", "abc", "true"}, "--secret"},
     {{"-n", "2", "--kill-grace", "-1", "true"}, "--kill-grace '-1'"},
+    {{"-n", "2", "--bind-to", "socket", "true"}, "--bind-to 'socket'"},
 };
 
 START_TEST(test_usage_error)
@@ -866,6 +923,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_tag_output);
     tcase_add_test(tc, test_tag_no_interleave);
     tcase_add_test(tc, test_tag_long_line);
+    tcase_add_test(tc, test_bind_to);
 
     tc = tcase(s, "signals");
     tcase_add_loop_test(tc, test_forward_signal, 0, ARRAY_LEN(forwarded));
