@@ -35,13 +35,13 @@
 #   - Medians: per (library, ranks, collective, placement, size), the
 #     median over the repetitions of the time per call (busbw follows
 #     from it), p50 and p99 likewise; wrong = summed over repetitions.
-#   - Placement, the same for every library (--bind): core (default)
+#   - Placement, the same for every library (--bind): core
 #     binds rank i to the i-th CPU this script may use, round robin when
-#     there are more ranks than CPUs (libcoll: collrun's default; Open MPI
-#     --map-by core:OVERSUBSCRIBE --bind-to core:overload-allowed; MPICH
-#     -bind-to core; Gloo: taskset), as mpirun does for np <= cores and
-#     collrun always; none leaves placement to the kernel (collrun
-#     --bind-to none, Open MPI --bind-to none, MPICH and Gloo unbound).
+#     there are more ranks than CPUs (libcoll: collrun --bind-to core; Open
+#     MPI --map-by core:OVERSUBSCRIBE --bind-to core:overload-allowed;
+#     MPICH -bind-to core; Gloo: taskset); none (default) leaves placement
+#     to the kernel (Open MPI --bind-to none; collrun, MPICH and Gloo
+#     unbound by default).
 #   - Transport class, forced on every side:
 #       tcp  libcoll -T tcp; Open MPI --mca pml ob1 --mca btl tcp,self
 #            --mca btl_tcp_if_include lo; MPICH MPIR_CVAR_NOLOCAL=1
@@ -98,7 +98,7 @@ FACTOR="4"
 REPS=3
 LIBS="$ALL_LIBS"
 INPLACE=0
-BIND=core
+BIND=none
 ITERS=20
 WARMUP=5
 RUN_TIMEOUT=300

@@ -14,13 +14,13 @@
  *     forwarded to every rank;
  *   - with --tag-output every line a rank writes is prefixed by "[rank] ";
  *   - ranks never outlive collrun (PR_SET_PDEATHSIG);
- *   - each rank is bound to one CPU of those collrun may use, local rank
- *     i to the i-th (round robin when there are more ranks than CPUs), as
- *     mpirun binds to cores; --bind-to none leaves placement to the
- *     kernel. Measured on the 2-core development machine, 6 launches each:
- *     4-rank all-to-all of 1 MiB over TCP 142-233 us unbound (two modes
- *     from launch to launch), 140-144 us bound; 4-rank broadcast of 16 MiB
- *     over shared memory 2614-2862 -> 2345-2483 us.
+ *   - with --bind-to core each rank is bound to one CPU of those collrun
+ *     may use, local rank i to the i-th (round robin when there are more
+ *     ranks than CPUs), as mpirun binds to cores. The default leaves
+ *     placement to the kernel: on the 2-core development machine binding
+ *     4 ranks took a 1 MiB all-to-all over TCP from 142-233 us (two modes
+ *     from launch to launch) to 140-144 us, but a 1 MiB all-reduce over
+ *     TCP from 530-582 to 815-836 us (3 alternating launches each).
  *
  * A job over several hosts runs one collrun per host with the same
  * --nnodes, -n, --master-addr and --master-port and its own --node-rank;
@@ -84,7 +84,7 @@ static int sig_pipe_wr = -1;
 typedef struct opts {
     int np, nnodes, node_rank;
     int tag_output;
-    int bind_none;            /* --bind-to none */
+    int bind_core;            /* --bind-to core */
     const char *master_addr;  /* NULL: 127.0.0.1 on one host */
     int master_port;          /* 0: pick a free one (one host only) */
     const char *secret;       /* NULL: COLL_SECRET, random or derived */
@@ -160,8 +160,8 @@ static void usage(FILE *f)
             "      --master-port P   bootstrap port on that host (required when M > 1)\n"
             "      --secret HEX      job secret, %d to %d hex digits\n"
             "      --kill-grace S    seconds from SIGTERM to SIGKILL (default %d)\n"
-            "      --bind-to core|none  core (default): local rank i runs on the i-th\n"
-            "                        CPU collrun may use (round robin); none: unbound\n"
+            "      --bind-to core|none  core: local rank i runs on the i-th CPU collrun\n"
+            "                        may use (round robin); none (default): unbound\n"
             "  -h, --help            this help\n"
             "      --version         print the version\n"
             "\n"
@@ -298,7 +298,7 @@ static int opt_one(int c, char **argv, opts_t *o)
     case OPT_BIND_TO:
         if (strcmp(optarg, "core") && strcmp(optarg, "none"))
             return usage_error("--bind-to '%s': expected core or none", optarg);
-        o->bind_none = !strcmp(optarg, "none");
+        o->bind_core = !strcmp(optarg, "core");
         return 0;
     case 'h':
     case OPT_HELP:
@@ -668,13 +668,13 @@ static int rank_env(const job_t *job, int local)
 
 /* The CPUs this process may use (its affinity mask, which a cgroup or
  * taskset may have narrowed), lowest first, for binding the ranks. None
- * when --bind-to none or when the mask cannot be read: the ranks then run
- * unbound, as they would under a launcher that does not bind. */
+ * without --bind-to core or when the mask cannot be read: the ranks then
+ * run unbound. */
 static void job_cpus(job_t *job)
 {
     cpu_set_t set;
 
-    if (job->o->bind_none || sched_getaffinity(0, sizeof(set), &set) != 0 ||
+    if (!job->o->bind_core || sched_getaffinity(0, sizeof(set), &set) != 0 ||
         !(job->cpus = calloc(CPU_SETSIZE, sizeof(*job->cpus))))
         return;
     for (int c = 0; c < CPU_SETSIZE; c++)
