@@ -68,11 +68,10 @@ static void refuse_cma(void)
 
 static char log_dir[128];
 
-static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+/* This rank over shared memory only, its NET log in log_dir/rank<r>.log
+ * (where the test reads which path was taken). */
+static void shm_only_logged(int rank)
 {
-    int path = *(int *)arg, peer = 1 - rank;
-    uint8_t *buf = malloc(64u << 20);
-    coll_request_t reqs[64];
     char logpath[256];
 
     snprintf(logpath, sizeof(logpath), "%s/rank%d.log", log_dir, rank);
@@ -80,6 +79,15 @@ static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
     setenv("COLL_DEBUG_SUBSYS", "NET", 1);
     setenv("COLL_DEBUG_FILE", logpath, 1);
     setenv("COLL_TRANSPORTS", "shm", 1);
+}
+
+static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int path = *(int *)arg, peer = 1 - rank;
+    uint8_t *buf = malloc(64u << 20);
+    coll_request_t reqs[64];
+
+    shm_only_logged(rank);
     if (path == PATH_RING)
         setenv("COLL_SHM_CMA", "0", 1);
     if (path == PATH_CMA_ALL)
@@ -189,13 +197,8 @@ static int rank_exchange(int rank, int nranks, const coll_unique_id_t *id, void 
     int refused = *(int *)arg == EXCH_REFUSED;
     size_t n = (size_t)nranks * EXCH_COUNT;
     uint32_t *out = malloc(n * sizeof(*out)), *in = malloc(n * sizeof(*in));
-    char logpath[256];
 
-    snprintf(logpath, sizeof(logpath), "%s/rank%d.log", log_dir, rank);
-    setenv("COLL_DEBUG", "INFO", 1);
-    setenv("COLL_DEBUG_SUBSYS", "NET", 1);
-    setenv("COLL_DEBUG_FILE", logpath, 1);
-    setenv("COLL_TRANSPORTS", "shm", 1);
+    shm_only_logged(rank);
     setenv("COLL_ALGO", "alltoall:pairwise", 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
     if (refused)
