@@ -5,7 +5,8 @@
  * COLL_TAG_MAX, messages that arrive before their receive, equal tags in
  * order; each through cross-memory attach, through the ring
  * (COLL_SHM_CMA=0), and through the fallback taken when process_vm_readv
- * is refused at first use (a seccomp filter installed after init); the
+ * is refused at first use (a seccomp filter installed after init); a
+ * sender that sees its reader's flag (it polls on instead of sleeping); the
  * pairwise all-to-all's blocks below the single-copy threshold read in
  * place (its hint to the transport). Then a
  * rank SIGKILLed mid 64 MiB transfer is named within 10 s; no segment is
@@ -90,8 +91,12 @@ static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
     shm_only_logged(rank);
     if (path == PATH_RING)
         setenv("COLL_SHM_CMA", "0", 1);
-    if (path == PATH_CMA_ALL)
+    if (path == PATH_CMA_ALL) {
+        /* the sender polls throughout and logs that it saw the reader's flag */
         setenv("COLL_SHM_CMA_MAX", "0", 1);
+        setenv("COLL_DEBUG", "TRACE", 1);
+        setenv("COLL_POLL_SPIN", "5s", 1);
+    }
     coll_comm_t comm = harness_init(rank, nranks, id);
     if (path == PATH_REFUSED)
         refuse_cma();
@@ -167,6 +172,12 @@ START_TEST(test_p2p_paths)
     snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c '%s'", log_dir, needle);
     harness_sh(cmd, out, sizeof(out));
     ck_assert_msg(atoi(out) >= 1, "no '%s' in the logs of %s", needle, log_dir);
+    if (path == PATH_CMA_ALL) { /* the 64 MiB messages, read while their sender polls */
+        snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c 'is reading a message from our "
+                 "memory'", log_dir);
+        harness_sh(cmd, out, sizeof(out));
+        ck_assert_msg(atoi(out) >= 1, "no sender saw its reader's flag (logs in %s)", log_dir);
+    }
     if (path == PATH_REFUSED) { /* one line, not one per message */
         snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c 'is not permitted'", log_dir);
         harness_sh(cmd, out, sizeof(out));

@@ -39,6 +39,10 @@
  * rank's abstract unix datagram socket, which is in its event loop. Both
  * sides store then load with seq_cst atomics (Dekker), so no wakeup is
  * lost. A peer's death is seen through a pidfd in the event loop.
+ * A receiver raises its `reading` flag while it copies a sender's buffer
+ * with process_vm_readv; the sender counts that as progress and keeps
+ * polling instead of sleeping, so the FIN that ends the read costs no
+ * wake-up (shm_ep_being_read).
  */
 #ifndef COLL_SHM_H
 #define COLL_SHM_H
@@ -51,7 +55,7 @@
 #include "util/match.h"
 
 #define SHM_MAGIC 0x316d68736c6c6f63ull /* "collshm1" */
-#define SHM_VERSION 2
+#define SHM_VERSION 3
 #define SHM_LINE 64
 #define SHM_REC_HDR 32
 #define SHM_ABORT_TEXT 512
@@ -105,6 +109,9 @@ typedef struct shm_seg_hdr {
     struct {
         _Alignas(SHM_LINE) uint32_t v; /* side 0 = lo, 1 = hi: about to sleep */
     } asleep[2];
+    struct {
+        _Alignas(SHM_LINE) uint32_t v; /* side: reading the other side's memory now */
+    } reading[2];
     shm_ring_ctl_t ctl[2];
 } shm_seg_hdr_t;
 
@@ -176,6 +183,7 @@ typedef struct shm_req_priv {
     uint32_t id;          /* send: our id in RTS */
     uint32_t peer_id;     /* send: the receiver's id from CTS */
     size_t data_off;      /* send: payload bytes queued so far */
+    int read_seen;        /* send: the peer was seen reading (logged once) */
 } shm_req_priv_t;
 
 _Static_assert(sizeof(shm_req_priv_t) <= COLL_TP_REQ_SCRATCH, "shm request state too large");
@@ -315,6 +323,7 @@ coll_status_t shm_ep_isend(coll_tp_ep_t *ep, coll_tp_req_t *req);
 coll_status_t shm_ep_irecv(coll_tp_ep_t *ep, coll_tp_req_t *req);
 /* Consume what arrived and write what waits; returns 1 if anything moved. */
 int shm_ep_poll(shm_ep_t *ep);
+int shm_ep_being_read(shm_ep_t *ep);
 void shm_tx_flush(shm_ep_t *ep);
 coll_status_t shm_tx_control(shm_ep_t *ep, const shm_rec_t *rec);
 void shm_ep_fail_requests(shm_ep_t *ep, coll_status_t status);

@@ -329,7 +329,7 @@ static coll_status_t shm_iface_progress(coll_tp_iface_t *tiface, int *progressed
         if (!ep)
             continue;
         if (ep->state == SHM_EP_READY)
-            moved |= shm_ep_poll(ep);
+            moved |= shm_ep_poll(ep) | shm_ep_being_read(ep);
         else if (ep->state == SHM_EP_WAIT_SEG || ep->state == SHM_EP_WAIT_MAP)
             shm_ep_connect_step(ep);
         if (ep->pidfd < 0 && ep->state != SHM_EP_CLOSED && !ep->peer_left)

@@ -260,7 +260,10 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
     /* Above COLL_SHM_CMA_MAX the ring's pipelined copies (or folds) are
      * faster than reading the peer's memory, which is not in cache. */
     if (addr && ep->iface->cma && msg_len <= ep->iface->cma_max) {
+        uint32_t *reading = &ep->seg->reading[ep->side].v;
+        __atomic_store_n(reading, 1, __ATOMIC_RELAXED);
         err = req->fold ? cma_fold(ep, req, addr, msg_len) : cma_read(ep, req->buf, addr, msg_len);
+        __atomic_store_n(reading, 0, __ATOMIC_RELAXED);
         /* A sender that leaves fails its large sends nobody answered, then
          * says goodbye: its buffer may be gone, whatever we read. */
         if ((err == 0 || err == ESRCH || err == EFAULT) && ring_has_bye(ep)) {
@@ -490,6 +493,24 @@ int shm_ep_has_input(const shm_ep_t *ep)
            (__atomic_load_n(&ep->tx_blocked, __ATOMIC_RELAXED) &&
             __atomic_load_n(&tx->tail, __ATOMIC_SEQ_CST) !=
                 __atomic_load_n(&ep->tx.tail_cache, __ATOMIC_RELAXED));
+}
+
+/* A receiver is copying one of our large sends out of our memory: we
+ * keep polling for its FIN instead of sleeping (a sleeping sender costs
+ * the reader a wake-up per message; shm.h). */
+int shm_ep_being_read(shm_ep_t *ep)
+{
+    if (coll_list_empty(&ep->rndv_sends) ||
+        !__atomic_load_n(&ep->seg->reading[!ep->side].v, __ATOMIC_RELAXED))
+        return 0;
+    shm_req_priv_t *priv = shm_priv(coll_list_first(&ep->rndv_sends, coll_tp_req_t, link));
+    if (!priv->read_seen) {
+        priv->read_seen = 1;
+        COLL_TRACE(COLL_SUBSYS_NET, "rank %d: shm: %s is reading a message from our memory; "
+                   "we poll for its end instead of sleeping", ep->iface->super.params.rank,
+                   ep->super.desc);
+    }
+    return 1;
 }
 
 int shm_ep_poll(shm_ep_t *ep)
