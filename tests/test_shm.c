@@ -9,7 +9,8 @@
  * sender that sees its reader's flag (it polls on instead of sleeping); the
  * pairwise all-to-all's blocks below the single-copy threshold read in
  * place (its hint to the transport). Then a
- * rank SIGKILLed mid 64 MiB transfer is named within 10 s; no segment is
+ * rank SIGKILLed mid 64 MiB transfer (through the ring, or read in one
+ * copy) is named within 10 s; no segment is
  * left in /dev/shm after a normal exit, an abort or a killed job; and a
  * tiny /dev/shm gives a clear message and TCP. Mailboxes: the one-shot
  * all-reduce and barrier at 2-8 ranks (blocking, non-blocking beside
@@ -255,11 +256,18 @@ END_TEST
 
 /* ---- a rank killed mid-transfer ------------------------------------------------- */
 
+/* How the 64 MiB messages of a killed stream travel. KILL_CMA_ALL: read
+ * in one copy, so the victim may die in the middle of a read with its
+ * `reading` flag raised, which must not keep its senders from noticing. */
+enum { KILL_DEFAULT, KILL_RING, KILL_CMA_ALL };
+
 static int rank_stream(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     setenv("COLL_TRANSPORTS", "shm", 1);
-    if (*(int *)arg)
+    if (*(int *)arg == KILL_RING)
         setenv("COLL_SHM_CMA", "0", 1);
+    if (*(int *)arg == KILL_CMA_ALL)
+        setenv("COLL_SHM_CMA_MAX", "0", 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
     harness_stream_ring(comm, rank, nranks, 64u << 20);
     coll_comm_abort(comm);
@@ -286,8 +294,8 @@ static void kill_one_of_four(int victim, harness_rank_fn fn, void *arg)
 
 START_TEST(test_sigkill_named)
 {
-    int ring = _i >= 3;
-    kill_one_of_four(1 + _i % 3, rank_stream, &ring);
+    int how = _i < 3 ? KILL_DEFAULT : _i == 3 ? KILL_RING : KILL_CMA_ALL;
+    kill_one_of_four(1 + _i % 3, rank_stream, &how);
 }
 END_TEST
 
@@ -715,7 +723,7 @@ static Suite *shm_suite(void)
 
     tc = tcase_create("fault");
     tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_sigkill_named, 0, 4); /* cma x 3 victims, ring x 1 */
+    tcase_add_loop_test(tc, test_sigkill_named, 0, 5); /* cma x 3 victims, ring, cma_all */
     tcase_add_loop_test(tc, test_no_leftovers, 0, 3);
     tcase_add_test(tc, test_ring_mismatch);
     tcase_add_test(tc, test_tiny_dev_shm);
