@@ -230,8 +230,8 @@ own_cpus() {
 # others are stopped at once rather than left waiting for Gloo's timeout.
 # With --bind core, rank r runs on the (r mod CPUs)-th CPU, as collrun's.
 gloo_job() {
-    local np="$1" log="$2" r rc=0 st done_pid p
-    local -a left cpus pin=()
+    local np="$1" log="$2" r rc=0 st p q
+    local -a left still cpus pin=()
     shift 2
     mapfile -t cpus < <(own_cpus)
     GLOO_STORE="$(mktemp -d "${TMPDIR:-/tmp}/compare-gloo.XXXXXX")" || return 1
@@ -242,18 +242,26 @@ gloo_job() {
             --store "$GLOO_STORE" "$@" </dev/null >"$log.rank$r" 2>&1 &
         CHILDREN+=($!)
     done
+    # Poll rather than `wait -n -p`: when two ranks end together, bash may
+    # have collected both already, and wait -n then returns 127 without
+    # naming a pid. `wait PID` still gives an ended rank's status.
     left=("${CHILDREN[@]}")
     while [ ${#left[@]} -gt 0 ]; do
-        wait -n -p done_pid "${left[@]}"
-        st=$?
-        left=()
-        for p in "${CHILDREN[@]}"; do
-            [ "$p" != "$done_pid" ] && kill -0 "$p" 2>/dev/null && left+=("$p")
+        still=()
+        for p in "${left[@]}"; do
+            if kill -0 "$p" 2>/dev/null; then
+                still+=("$p")
+                continue
+            fi
+            wait "$p"
+            st=$?
+            if [ "$st" -ne 0 ] && [ "$rc" -eq 0 ]; then
+                rc=$st
+                for q in "${CHILDREN[@]}"; do kill -TERM "$q" 2>/dev/null; done
+            fi
         done
-        if [ "$st" -ne 0 ] && [ "$rc" -eq 0 ]; then
-            rc=$st
-            for p in "${left[@]}"; do kill -TERM "$p" 2>/dev/null; done
-        fi
+        left=("${still[@]}")
+        [ ${#left[@]} -gt 0 ] && sleep 0.02
     done
     for ((r = 0; r < np; r++)); do # rank 0's table first, then the others' errors
         if [ "$r" -eq 0 ]; then cat "$log.rank0"; else sed "s/^/[rank $r] /" "$log.rank$r"; fi
