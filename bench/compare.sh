@@ -230,7 +230,7 @@ own_cpus() {
 # others are stopped at once rather than left waiting for Gloo's timeout.
 # With --bind core, rank r runs on the (r mod CPUs)-th CPU, as collrun's.
 gloo_job() {
-    local np="$1" log="$2" r rc=0 st p q
+    local np="$1" log="$2" r rc=0 stop=0 st p
     local -a left still cpus pin=()
     shift 2
     mapfile -t cpus < <(own_cpus)
@@ -255,12 +255,14 @@ gloo_job() {
             fi
             wait "$p"
             st=$?
-            if [ "$st" -ne 0 ] && [ "$rc" -eq 0 ]; then
-                rc=$st
-                for q in "${CHILDREN[@]}"; do kill -TERM "$q" 2>/dev/null; done
-            fi
+            [ "$st" -ne 0 ] && [ "$rc" -eq 0 ] && rc=$st && stop=1
         done
         left=("${still[@]}")
+        # only ranks still running: a collected one's pid may be reused
+        if [ "$stop" -eq 1 ]; then
+            for p in "${left[@]}"; do kill -TERM "$p" 2>/dev/null; done
+            stop=0
+        fi
         [ ${#left[@]} -gt 0 ] && sleep 0.02
     done
     for ((r = 0; r < np; r++)); do # rank 0's table first, then the others' errors
