@@ -114,12 +114,24 @@ static void comm_on_ep_failed(void *core, int peer, coll_status_t status, const 
 
 /* ---- entering and leaving ----------------------------------------------------- */
 
+/* The handle's magic, read and written atomically: abort may look at it
+ * from another thread while destroy or abort marks the handle dead. */
+static uint64_t comm_magic(const struct coll_comm *comm)
+{
+    return __atomic_load_n(&comm->magic, __ATOMIC_ACQUIRE);
+}
+
+static void comm_mark_dead(struct coll_comm *comm)
+{
+    __atomic_store_n(&comm->magic, COLL_COMM_MAGIC_DEAD, __ATOMIC_RELEASE);
+}
+
 coll_status_t coll_comm_enter(struct coll_comm *comm, const char *fn, int allow_failed)
 {
     if (!comm)
         return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_COMM, "%s: communicator is NULL",
                           fn);
-    if (comm->magic == COLL_COMM_MAGIC_DEAD) {
+    if (comm_magic(comm) == COLL_COMM_MAGIC_DEAD) {
         coll_status_t st = coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_COMM,
                                       "%s: the communicator was destroyed or aborted", fn);
         pthread_mutex_lock(&comm->lock);
@@ -127,7 +139,7 @@ coll_status_t coll_comm_enter(struct coll_comm *comm, const char *fn, int allow_
         pthread_mutex_unlock(&comm->lock);
         return st;
     }
-    if (comm->magic != COLL_COMM_MAGIC_LIVE)
+    if (comm_magic(comm) != COLL_COMM_MAGIC_LIVE)
         return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_COMM,
                           "%s: %p is not a libcoll communicator", fn, (void *)comm);
     pthread_mutex_lock(&comm->lock);
@@ -1047,7 +1059,7 @@ coll_status_t coll_comm_destroy(coll_comm_t comm)
     /* an abort that came in while we were leaving has its answer */
     st = comm->abort_requested ? COLL_ERR_ABORTED : COLL_OK;
     comm_teardown(comm);
-    comm->magic = COLL_COMM_MAGIC_DEAD;
+    comm_mark_dead(comm);
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d: communicator %p destroyed", comm->rank, (void *)comm);
     coll_comm_exit(comm);
     return st;
@@ -1058,7 +1070,7 @@ coll_status_t coll_comm_abort(coll_comm_t comm)
     coll_status_t st;
     uint64_t deadline;
 
-    if (comm && comm->magic == COLL_COMM_MAGIC_LIVE)
+    if (comm && comm_magic(comm) == COLL_COMM_MAGIC_LIVE)
         __atomic_store_n(&comm->abort_requested, 1, __ATOMIC_RELEASE);
     st = coll_comm_enter(comm, "coll_comm_abort", 1);
     if (st != COLL_OK)
@@ -1078,7 +1090,7 @@ coll_status_t coll_comm_abort(coll_comm_t comm)
     } else {
         comm_teardown(comm);
     }
-    comm->magic = COLL_COMM_MAGIC_DEAD;
+    comm_mark_dead(comm);
     coll_comm_exit(comm);
     return COLL_OK;
 }
@@ -1138,7 +1150,9 @@ coll_status_t coll_comm_set_timeout(coll_comm_t comm, int64_t timeout_ms)
  * next call that fails on this communicator. */
 const char *coll_get_last_error(coll_comm_t comm)
 {
-    if (!comm || (comm->magic != COLL_COMM_MAGIC_LIVE && comm->magic != COLL_COMM_MAGIC_DEAD))
+    uint64_t magic = comm ? comm_magic(comm) : 0;
+
+    if (magic != COLL_COMM_MAGIC_LIVE && magic != COLL_COMM_MAGIC_DEAD)
         return coll_error_thread();
     return comm->lasterr;
 }
