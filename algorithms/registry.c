@@ -234,8 +234,9 @@ coll_status_t coll_algo_select(struct coll_comm *comm, const coll_args_t *a,
 {
     const coll_algo_t *forced = comm->forced[a->coll], *best;
     const char *why = NULL;
-    char tbl[512] = "";
+    char tbl[512];
 
+    tbl[0] = '\0'; /* not `= ""`, which clears all 512 bytes on every call */
     if (forced && (!forced->usable || forced->usable(a, comm->nranks, &why))) {
         *algo_p = forced;
         return COLL_OK;

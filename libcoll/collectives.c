@@ -146,7 +146,7 @@ static coll_status_t begin(call_t *c, const char *fn, coll_comm_t comm, coll_col
 {
     int nonblocking = strncmp(fn, "coll_i", 6) == 0;
 
-    memset(c, 0, sizeof(*c));
+    coll_zero(c, sizeof(*c));
     c->fn = fn;
     c->nonblocking = nonblocking;
     c->comm = comm;

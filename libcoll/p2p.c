@@ -84,7 +84,7 @@ struct coll_request *coll_request_get(struct coll_comm *comm)
         return calloc(1, sizeof(*req));
     comm->req_spares = req->next_spare;
     comm->nreq_spares--;
-    memset(req, 0, sizeof(*req));
+    coll_zero(req, sizeof(*req));
     return req;
 }
 

@@ -259,7 +259,7 @@ static coll_vid_t add_vertex(coll_sched_t *s, int type, int ndeps, const coll_vi
     }
     uint32_t id = s->nv++;
     coll_vertex_t *v = &s->v[id];
-    memset(v, 0, sizeof(*v));
+    coll_zero(v, sizeof(*v));
     v->type = (uint8_t)type;
     for (int i = 0; i < ndeps; i++)
         if (deps[i] >= 0 && add_edge(s, deps[i], id) != 0)

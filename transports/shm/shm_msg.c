@@ -170,7 +170,7 @@ coll_status_t shm_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
         req->complete(req, ep->error != COLL_OK ? ep->error : COLL_ERR_PEER_FAILED);
         return COLL_OK;
     }
-    memset(priv, 0, sizeof(*priv));
+    coll_zero(priv, sizeof(*priv));
     coll_list_init(&priv->tx.link);
     priv->tx.req = req;
     if (req->len <= ep->iface->eager_limit) {
