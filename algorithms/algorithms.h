@@ -27,6 +27,7 @@ typedef struct coll_cost_in {
     double copy;    /* seconds per byte of a local copy */
     double chunk;   /* pipeline chunk, bytes */
     int det;        /* COLL_DETERMINISTIC: cost the deterministic form */
+    int oversub;    /* a host runs more ranks than it has CPUs for them */
 } coll_cost_in_t;
 
 typedef struct coll_algo {
@@ -168,15 +169,47 @@ void coll_sched_one_rank(coll_sched_t *s);
  * memcpy (once per process; communicators agree on the maximum). */
 void coll_measure_local_costs(double *gamma_p, double *copy_p);
 
-/* Mailbox algorithms (one poll step; schedule.h). Usable with mailboxes
- * toward every rank that hold `bytes`; *why otherwise. */
+/* In a poll function: return the call's status unless it is COLL_OK, so
+ * that COLL_INPROGRESS (run the step again) goes back too; COLL_CHECK
+ * passes it. */
+#define COLL_POLL_CHECK(call)                       \
+    do {                                            \
+        coll_status_t poll_status_ = (call);        \
+        if (poll_status_ != COLL_OK)                \
+            return poll_status_;                    \
+    } while (0)
+
+/* Mailbox algorithms (one poll step; schedule.h; mbox.c). Usable with
+ * mailboxes toward every rank that hold `bytes`; *why otherwise. */
 int coll_mbox_usable(const coll_args_t *a, int nranks, size_t bytes, const char **why);
-/* Inside a poll function: write buf to every other rank (rank + 1 first;
- * *step counts the writes done), then COLL_OK once a message from every
+/* Inside a poll function: write `len` bytes at base + k * stride to every
+ * other rank k (stride 0: the same bytes to all; rank + 1 first; *step
+ * counts the writes done); COLL_INPROGRESS until all are written. */
+coll_status_t coll_mbox_put_all(coll_sched_t *s, const void *base, size_t stride, size_t len,
+                                uint32_t *step);
+/* coll_mbox_put_all, then COLL_OK once a `len`-byte message from every
  * other rank is there, COLL_INPROGRESS before. */
-coll_status_t coll_mbox_exchange(coll_sched_t *s, const void *buf, size_t len, uint32_t *step);
+coll_status_t coll_mbox_exchange(coll_sched_t *s, const void *base, size_t stride, size_t len,
+                                 uint32_t *step);
+/* The extra cost of a rooted mailbox algorithm (bcast, reduce, gather,
+ * scatter oneshot) on a host with more ranks than CPUs: (p-1) alpha. Each
+ * call waits on one particular rank (the root for a free slot, a leaf for
+ * the root's message), which then often is not running, where messages
+ * let ranks run ahead through the transport's buffers. 4 ranks on 2 CPUs,
+ * 64 B: 1.4 us a call against 0.4-0.6 us with the trees; level at 4 KiB
+ * and 2x faster at 16 KiB. */
+static inline double coll_mbox_rooted_wait(const coll_cost_in_t *c)
+{
+    return c->oversub ? (c->p - 1) * c->alpha : 0;
+}
 /* Release every other rank's message (after coll_mbox_exchange). */
 coll_status_t coll_mbox_release_all(coll_sched_t *s);
+/* Inside a poll function: once a `count`-element message from every other
+ * rank is there, dst = the p vectors (own for this rank's) combined in
+ * rank order with the call's op, finished for the average, and the
+ * messages released; COLL_INPROGRESS, with nothing written, before. dst
+ * may be own when this rank is 0 or 1 (whose vector goes in first). */
+coll_status_t coll_mbox_combine(coll_sched_t *s, void *dst, const void *own, size_t count);
 
 /* Byte pointer arithmetic on user buffers. */
 #define COLL_PTR(buf, elems, esize) ((void *)((char *)(buf) + (elems) * (esize)))
@@ -188,13 +221,15 @@ extern const coll_algo_t coll_algo_allreduce_ring, coll_algo_allreduce_butterfly
     coll_algo_allreduce_recursive_doubling, coll_algo_allreduce_parallel,
     coll_algo_allreduce_naive, coll_algo_allreduce_oneshot;
 extern const coll_algo_t coll_algo_reduce_binomial, coll_algo_reduce_rabenseifner,
-    coll_algo_reduce_scatter_ring, coll_algo_reduce_scatter_recursive_halving,
-    coll_algo_reduce_scatter_pairwise;
+    coll_algo_reduce_oneshot, coll_algo_reduce_scatter_ring,
+    coll_algo_reduce_scatter_recursive_halving, coll_algo_reduce_scatter_pairwise,
+    coll_algo_reduce_scatter_oneshot;
 extern const coll_algo_t coll_algo_bcast_binomial, coll_algo_bcast_chain,
-    coll_algo_bcast_scatter_allgather, coll_algo_scatter_binomial, coll_algo_scatter_linear,
-    coll_algo_gather_binomial, coll_algo_gather_linear;
+    coll_algo_bcast_scatter_allgather, coll_algo_bcast_oneshot, coll_algo_scatter_binomial,
+    coll_algo_scatter_linear, coll_algo_scatter_oneshot, coll_algo_gather_binomial,
+    coll_algo_gather_linear, coll_algo_gather_oneshot;
 extern const coll_algo_t coll_algo_allgather_ring, coll_algo_allgather_recursive_doubling,
-    coll_algo_allgather_bruck, coll_algo_alltoall_pairwise, coll_algo_alltoall_bruck,
-    coll_algo_alltoallv_pairwise;
+    coll_algo_allgather_bruck, coll_algo_allgather_oneshot, coll_algo_alltoall_pairwise,
+    coll_algo_alltoall_bruck, coll_algo_alltoall_oneshot, coll_algo_alltoallv_pairwise;
 
 #endif /* COLL_ALGORITHMS_H */

@@ -14,32 +14,6 @@
  * Needs mailboxes toward every rank that hold n bytes.
  */
 #include "algorithms.h"
-#include "reduce.h"
-
-/* Every message is there: combine in rank order into recvbuf. */
-static coll_status_t combine(coll_sched_t *s, const void *own)
-{
-    const coll_args_t *a = coll_sched_args(s);
-    int p = coll_sched_size(s), r = coll_sched_rank(s);
-    const void *lhs, *rhs;
-    size_t len;
-
-    for (int k = 1; k < p; k++) {
-        lhs = a->recvbuf;
-        if (k == 1 && r == 0)
-            lhs = own;
-        else if (k == 1)
-            COLL_CHECK(coll_sched_mbox_get(s, 0, &lhs, &len));
-        if (k == r)
-            rhs = own;
-        else
-            COLL_CHECK(coll_sched_mbox_get(s, k, &rhs, &len));
-        COLL_CHECK(coll_reduce_local(a->recvbuf, lhs, rhs, a->count, a->dt, a->op));
-    }
-    if (a->op == COLL_AVG)
-        COLL_CHECK(coll_reduce_finish_avg(a->recvbuf, a->count, a->dt, p));
-    return coll_mbox_release_all(s);
-}
 
 static coll_status_t poll(coll_sched_t *s, void *arg, uint32_t *step)
 {
@@ -47,9 +21,8 @@ static coll_status_t poll(coll_sched_t *s, void *arg, uint32_t *step)
     /* in place, our vector is overwritten by the first combination: keep
      * a copy (arg) unless we are rank 0 or 1, whose vector goes in first */
     const void *own = arg ? arg : a->sendbuf;
-    /* all there before any is used: the result must not depend on timing */
-    coll_status_t st = coll_mbox_exchange(s, a->sendbuf, a->count * a->esize, step);
-    return st == COLL_OK ? combine(s, own) : st;
+    coll_status_t st = coll_mbox_put_all(s, a->sendbuf, 0, a->count * a->esize, step);
+    return st == COLL_OK ? coll_mbox_combine(s, a->recvbuf, own, a->count) : st;
 }
 
 static void build(coll_sched_t *s)

@@ -12,7 +12,7 @@
 
 static coll_status_t poll(coll_sched_t *s, void *arg, uint32_t *step)
 {
-    coll_status_t st = coll_mbox_exchange(s, NULL, 0, step);
+    coll_status_t st = coll_mbox_exchange(s, NULL, 0, 0, step);
     (void)arg;
     return st == COLL_OK ? coll_mbox_release_all(s) : st;
 }

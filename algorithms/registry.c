@@ -169,6 +169,7 @@ static void cost_inputs(struct coll_comm *comm, const coll_args_t *a, coll_cost_
     c->copy = comm->copy;
     c->chunk = (double)chunk;
     c->det = a->deterministic;
+    c->oversub = comm->oversubscribed;
 }
 
 typedef struct cheapest_ctx {
@@ -284,44 +285,6 @@ size_t coll_chunk_elems(const coll_args_t *a)
 {
     size_t e = a->chunk_bytes / a->esize;
     return e ? e : 1;
-}
-
-int coll_mbox_usable(const coll_args_t *a, int nranks, size_t bytes, const char **why)
-{
-    if (nranks < 2)
-        *why = "one rank";
-    else if (!a->mbox_bytes)
-        *why = "not every pair of ranks has mailboxes (shared memory)";
-    else if (a->mbox_bytes < bytes)
-        *why = "the vector is larger than a mailbox";
-    else
-        return 1;
-    return 0;
-}
-
-coll_status_t coll_mbox_exchange(coll_sched_t *s, const void *buf, size_t len, uint32_t *step)
-{
-    int p = coll_sched_size(s), r = coll_sched_rank(s);
-    const void *in;
-    size_t got;
-    coll_status_t st;
-
-    for (; *step < (uint32_t)(p - 1); (*step)++)
-        if ((st = coll_sched_mbox_put(s, (r + 1 + (int)*step) % p, buf, len)) != COLL_OK)
-            return st; /* COLL_INPROGRESS too */
-    for (int k = 0; k < p; k++)
-        if (k != r && (st = coll_sched_mbox_get(s, k, &in, &got)) != COLL_OK)
-            return st;
-    return COLL_OK;
-}
-
-coll_status_t coll_mbox_release_all(coll_sched_t *s)
-{
-    int p = coll_sched_size(s), r = coll_sched_rank(s);
-    for (int k = 0; k < p; k++)
-        if (k != r)
-            COLL_CHECK(coll_sched_mbox_release(s, k));
-    return COLL_OK;
 }
 
 void coll_sched_one_rank(coll_sched_t *s)

@@ -893,18 +893,67 @@ static size_t local_mbox_bytes(struct coll_comm *comm)
     return least == SIZE_MAX ? 0 : least;
 }
 
-/* Every rank sends its cost-model inputs and its mailbox size to every
- * rank, and all keep the maximum of each input and the minimum size: a
- * choice made from them is then the same everywhere (measured gammas
- * differ a little from process to process, one rank may lack mailboxes
- * toward a peer, and ranks that chose different algorithms for one call
- * would fail or hang). */
+#define MASK_WORDS (CPU_SETSIZE / 64)
+
+/* The CPUs this process may run on, as 64-bit words. */
+static void affinity_words(uint64_t words[MASK_WORDS])
+{
+    cpu_set_t set;
+
+    memset(words, 0, MASK_WORDS * sizeof(uint64_t));
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        words[0] = ~0ull; /* unknown: assume plenty */
+        return;
+    }
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            words[c / 64] |= 1ull << (c % 64);
+}
+
+/* Does some host run more of our ranks than the CPUs they may use
+ * together (the union of their affinity masks: ranks bound one per CPU
+ * each allow one)? Rows hold each rank's mask at word `at`. Every rank
+ * sees every row, so every rank gets the same answer. */
+static int oversubscribed(const struct coll_comm *comm, const uint8_t *rows, size_t row,
+                          size_t at)
+{
+    int p = comm->nranks, over = 0;
+    uint8_t *seen = calloc((size_t)p, 1);
+
+    for (int k = 0; k < p && seen && !over; k++) {
+        uint64_t cpus[MASK_WORDS] = {0};
+        int nlocal = 0, ncpus = 0;
+        if (seen[k])
+            continue;
+        for (int j = k; j < p; j++) {
+            if (comm->peers[j].info.host_hash != comm->peers[k].info.host_hash)
+                continue;
+            seen[j] = 1;
+            nlocal++;
+            for (int w = 0; w < MASK_WORDS; w++)
+                cpus[w] |= coll_load_u64(rows + row * (size_t)j + 8 * (at + (size_t)w));
+        }
+        for (int w = 0; w < MASK_WORDS; w++)
+            ncpus += __builtin_popcountll(cpus[w]);
+        over = nlocal > ncpus;
+    }
+    free(seen);
+    return over;
+}
+
+/* Every rank sends its cost-model inputs, its mailbox size and the CPUs it
+ * may use to every rank, and all keep the maximum of each input and the
+ * minimum size: a choice made from them is then the same everywhere
+ * (measured gammas differ a little from process to process, one rank may
+ * lack mailboxes toward a peer, and ranks that chose different algorithms
+ * for one call would fail or hang). */
 static coll_status_t agree_costs(struct coll_comm *comm)
 {
-    enum { NV = 5, ROW = 8 * NV };
+    enum { NV = 5, ROW = 8 * (NV + MASK_WORDS) };
     int p = comm->nranks;
     double mine[NV] = {comm->alpha, comm->beta, comm->gamma, comm->copy,
                        (double)local_mbox_bytes(comm)};
+    uint64_t mask[MASK_WORDS];
     uint8_t out[ROW], *in = calloc((size_t)p, ROW);
     struct coll_request **reqs = calloc((size_t)(2 * p), sizeof(*reqs));
     uint64_t tag = coll_tag_make(COLL_TAG_INTERNAL, 0x0fffffff, 0);
@@ -918,6 +967,11 @@ static coll_status_t agree_costs(struct coll_comm *comm)
         uint64_t bits;
         memcpy(&bits, &mine[i], 8);
         coll_store_u64(out + 8 * i, bits);
+    }
+    affinity_words(mask);
+    for (int w = 0; w < MASK_WORDS; w++) {
+        coll_store_u64(out + 8 * (NV + w), mask[w]);
+        coll_store_u64(in + ROW * (size_t)comm->rank + 8 * (NV + w), mask[w]);
     }
     for (int k = 0; k < p && st == COLL_OK; k++) {
         if (k == comm->rank)
@@ -940,10 +994,13 @@ static coll_status_t agree_costs(struct coll_comm *comm)
     comm->gamma = mine[2];
     comm->copy = mine[3];
     comm->mbox_bytes = p > 1 ? (size_t)mine[4] : 0;
+    if (st == COLL_OK)
+        comm->oversubscribed = oversubscribed(comm, in, ROW, NV);
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d: cost model (max over ranks): alpha %.2f us, beta "
-              "%.4f ns/B, gamma %.4f ns/B, copy %.4f ns/B; mailboxes of %zu bytes", comm->rank,
-              comm->alpha * 1e6, comm->beta * 1e9, comm->gamma * 1e9, comm->copy * 1e9,
-              comm->mbox_bytes);
+              "%.4f ns/B, gamma %.4f ns/B, copy %.4f ns/B; mailboxes of %zu bytes%s",
+              comm->rank, comm->alpha * 1e6, comm->beta * 1e9, comm->gamma * 1e9,
+              comm->copy * 1e9, comm->mbox_bytes,
+              comm->oversubscribed ? "; a host has more ranks than CPUs" : "");
 out:
     free(in);
     free(reqs);

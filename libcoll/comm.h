@@ -122,6 +122,7 @@ struct coll_comm {
      * every rank chooses the same algorithm for a call. */
     double alpha, beta;            /* the slowest transport in use */
     double gamma, copy;            /* reduction and memcpy, seconds per byte */
+    int oversubscribed;            /* a host runs more ranks than its CPUs (agree_costs) */
     uint32_t coll_seq;             /* collectives started */
     uint32_t split_seq;
 

@@ -423,11 +423,24 @@ coll_status_t coll_sched_mbox_put(coll_sched_t *s, int peer, const void *buf, si
     return COLL_OK;
 }
 
-coll_status_t coll_sched_mbox_get(coll_sched_t *s, int peer, const void **buf_p, size_t *len_p)
+coll_status_t coll_sched_mbox_get(coll_sched_t *s, int peer, size_t len, const void **buf_p)
 {
     coll_peer_t *p = &s->comm->peers[peer];
-    coll_status_t st = p->ops->ep_mbox_get(p->ep, p->mbox_in + 1, buf_p, len_p);
-    return st == COLL_OK ? st : mbox_status(s, peer, 0, st);
+    const void *in;
+    size_t got;
+    coll_status_t st = p->ops->ep_mbox_get(p->ep, p->mbox_in + 1, &in, &got);
+
+    if (st != COLL_OK)
+        return mbox_status(s, peer, 0, st);
+    /* reading a shorter message as a longer one would use the slot's
+     * stale bytes: a wrong answer instead of an error */
+    if (got != len)
+        return coll_comm_error(s->comm, COLL_SUBSYS_COLL, COLL_ERR_SIZE_MISMATCH,
+                               "%s: rank %d sent a %zu-byte mailbox message, rank %d expects "
+                               "%zu (do the ranks pass different counts?)", coll_sched_name(s),
+                               peer, got, s->comm->rank, len);
+    *buf_p = in;
+    return COLL_OK;
 }
 
 coll_status_t coll_sched_mbox_release(coll_sched_t *s, int peer)

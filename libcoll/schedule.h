@@ -140,9 +140,11 @@ coll_vid_t coll_sched_poll(coll_sched_t *s, coll_sched_poll_fn fn, void *arg, in
  * while no earlier collective's do, so each peer's messages are numbered
  * alike on both sides. Put and get answer COLL_INPROGRESS until they can
  * be done (the reader has released the slot; the message is there); a
- * gotten message stays readable, in place, until released. */
+ * gotten message stays readable, in place, until released. Both sides
+ * know a message's length from the call's arguments: get fails the call
+ * (COLL_ERR_SIZE_MISMATCH, naming the rank) when it is not `len`. */
 coll_status_t coll_sched_mbox_put(coll_sched_t *s, int peer, const void *buf, size_t len);
-coll_status_t coll_sched_mbox_get(coll_sched_t *s, int peer, const void **buf_p, size_t *len_p);
+coll_status_t coll_sched_mbox_get(coll_sched_t *s, int peer, size_t len, const void **buf_p);
 coll_status_t coll_sched_mbox_release(coll_sched_t *s, int peer);
 
 /* Every vertex added from now on waits for `gate` too (the argument check

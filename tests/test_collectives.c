@@ -257,7 +257,7 @@ static const struct {
     {0, "allreduce:parallel"},       {0, "allreduce:naive"},     {1, "reduce:binomial"},
     {1, "reduce:rabenseifner"},      {2, "reduce_scatter:ring"},
     {2, "reduce_scatter:recursive_halving"},                     {2, "reduce_scatter:pairwise"},
-    {0, "allreduce:oneshot"},
+    {0, "allreduce:oneshot"},        {1, "reduce:oneshot"},      {2, "reduce_scatter:oneshot"},
 };
 
 /* A split of the world made after COLL_ALGO is set reads it at its init. */

@@ -44,6 +44,8 @@ static const char *const algo_rows[] = {
     "allgather:ring,alltoall:pairwise,alltoallv:pairwise",
     "allgather:recursive_doubling,alltoall:bruck",
     "allgather:bruck,alltoall:pairwise",
+    /* mailboxes: blocks over 16 KiB go to the cost model's choice */
+    "allgather:oneshot,alltoall:oneshot",
     "",
 };
 
@@ -406,6 +408,10 @@ static void set_algos(int row)
         setenv("COLL_ALGO", algo_rows[row], 1);
     else
         unsetenv("COLL_ALGO");
+    if (strstr(algo_rows[row], "oneshot"))
+        setenv("COLL_ALGO_FALLBACK", "silent", 1);
+    else
+        unsetenv("COLL_ALGO_FALLBACK");
 }
 
 static int rank_sweep(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -507,6 +513,7 @@ static const struct {
     {COLL_ALLGATHER, "ring"},     {COLL_ALLGATHER, "recursive_doubling"},
     {COLL_ALLGATHER, "bruck"},    {COLL_ALLTOALL, "pairwise"},
     {COLL_ALLTOALL, "bruck"},     {COLL_ALLTOALLV, "pairwise"},
+    {COLL_ALLGATHER, "oneshot"},  {COLL_ALLTOALL, "oneshot"},
 };
 
 static double cost_of(coll_coll_t coll, const char *name, double p, double n)

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithms.h"
 #include "harness.h"
 
 #define TIMEOUT_S 120
@@ -55,6 +56,9 @@ static const algo_set_t algo_sets[] = {
     {"bcast:scatter_allgather,scatter:binomial,gather:linear", NULL, NULL, 1},
     {"bcast:scatter_allgather,scatter:linear,gather:binomial", NULL, "0", 0},
     {"bcast:chain,scatter:binomial,gather:linear", "1K", "0", 0},
+    /* mailboxes: calls over 16 KiB, and every call over TCP, go to the
+     * cost model's choice (COLL_ALGO_FALLBACK=silent below) */
+    {"bcast:oneshot,scatter:oneshot,gather:oneshot", NULL, NULL, 1},
     {"", NULL, NULL, 1}, /* the cost model chooses */
 };
 
@@ -362,12 +366,14 @@ static int rank_all_sets(int rank, int nranks, const coll_unique_id_t *id, void 
 
     harness_use_transport(arg); /* no silent fallback to another */
     unsetenv("COLL_ALGO");
+    unsetenv("COLL_ALGO_FALLBACK");
     unsetenv("COLL_PIPELINE_CHUNK");
     unsetenv("COLL_TCP_EAGER_LIMIT_LOCAL");
     coll_comm_t world = harness_init(rank, nranks, id);
     for (size_t i = 0; i < ARRAY_LEN(algo_sets); i++) {
         coll_comm_t comm = NULL;
         set_env("COLL_ALGO", algo_sets[i].algo);
+        set_env("COLL_ALGO_FALLBACK", strstr(algo_sets[i].algo, "oneshot") ? "silent" : NULL);
         set_env("COLL_PIPELINE_CHUNK", algo_sets[i].chunk);
         set_env("COLL_TCP_EAGER_LIMIT_LOCAL", algo_sets[i].eager);
         RANK_OK(coll_comm_split(world, 0, rank, &comm));
@@ -490,6 +496,34 @@ START_TEST(test_rooted_names)
 }
 END_TEST
 
+/* The mailbox forms of the rooted collectives win small calls while every
+ * rank has a CPU, and give them to the trees when ranks outnumber CPUs
+ * (coll_mbox_rooted_wait): the figures of this machine, 4 ranks, 64-byte
+ * blocks. */
+START_TEST(test_rooted_oversubscribed_cost)
+{
+    static const struct {
+        coll_coll_t coll;
+        double n;
+    } cases[] = {{COLL_BCAST, 64}, {COLL_REDUCE, 64}, {COLL_SCATTER, 256}, {COLL_GATHER, 256}};
+    coll_cost_in_t c = {.p = 4, .alpha = 0.7e-6, .beta = 0.6e-9, .gamma = 0.017e-9,
+                        .copy = 0.008e-9, .chunk = 256 << 10};
+
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        const coll_algo_t *mbox = coll_algo_find(cases[i].coll, "oneshot");
+        const coll_algo_t *tree = coll_algo_find(cases[i].coll, "binomial");
+        ck_assert(mbox && tree);
+        c.n = cases[i].n;
+        c.oversub = 0;
+        ck_assert_msg(mbox->cost(&c) < tree->cost(&c), "%s: oneshot should win with a CPU "
+                      "per rank", coll_coll_name(cases[i].coll));
+        c.oversub = 1;
+        ck_assert_msg(mbox->cost(&c) > tree->cost(&c), "%s: binomial should win with more "
+                      "ranks than CPUs", coll_coll_name(cases[i].coll));
+    }
+}
+END_TEST
+
 static Suite *rooted_suite(void)
 {
     Suite *s = suite_create("rooted");
@@ -504,6 +538,7 @@ static Suite *rooted_suite(void)
     tcase_set_timeout(tc, 40);
     tcase_add_test(tc, test_rooted_errors);
     tcase_add_test(tc, test_rooted_names);
+    tcase_add_test(tc, test_rooted_oversubscribed_cost);
     suite_add_tcase(s, tc);
     return s;
 }

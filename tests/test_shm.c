@@ -32,6 +32,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "comm.h"
 #include "harness.h"
 
 /* ---- point to point ------------------------------------------------------------ */
@@ -681,6 +682,72 @@ START_TEST(test_oneshot_tcp)
 }
 END_TEST
 
+/* Counts that differ between ranks: the root of a mailbox reduce reads a
+ * shorter message than its count says and must fail naming the sender,
+ * not combine the slot's stale bytes. The sender's part is done at its
+ * write. */
+static int rank_oneshot_mismatch(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    float x[8] = {0}, y[8];
+    (void)arg;
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    setenv("COLL_ALGO", "reduce:oneshot", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    coll_status_t st = coll_reduce(x, y, rank == 0 ? 8 : 4, COLL_FLOAT32, COLL_SUM, 0, comm);
+    if (rank == 0)
+        RANK_CHECK(st == COLL_ERR_SIZE_MISMATCH &&
+                   strstr(coll_get_last_error(comm), "rank 1 sent a 16-byte mailbox message, "
+                          "rank 0 expects 32"),
+                   "root: %s: %s", coll_status_str(st), coll_get_last_error(comm));
+    else
+        RANK_CHECK(st == COLL_OK, "sender: %s: %s", coll_status_str(st),
+                   coll_get_last_error(comm));
+    coll_comm_abort(comm);
+    return 0;
+}
+
+START_TEST(test_oneshot_mismatch)
+{
+    ck_assert_int_eq(harness_run(2, rank_oneshot_mismatch, NULL, 30), 0);
+}
+END_TEST
+
+/* The cost model learns whether a host runs more ranks than the CPUs
+ * they may use together: 3 ranks all bound to one CPU are; 2 ranks bound
+ * to two different CPUs are not (each allows one CPU, together two). */
+static int rank_oversubscribed(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int crowded = *(const int *)arg;
+    cpu_set_t all, one;
+    int cpu = -1, nth = crowded ? 0 : rank;
+
+    RANK_CHECK(sched_getaffinity(0, sizeof(all), &all) == 0, "sched_getaffinity");
+    for (int c = 0; c < CPU_SETSIZE && nth >= 0; c++)
+        if (CPU_ISSET(c, &all) && nth-- == 0)
+            cpu = c;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    RANK_CHECK(sched_setaffinity(0, sizeof(one), &one) == 0, "bind to CPU %d", cpu);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK(comm->oversubscribed == crowded, "oversubscribed %d, expected %d",
+               comm->oversubscribed, crowded);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_oversubscribed)
+{
+    cpu_set_t all;
+    int crowded = _i == 0;
+    ck_assert(sched_getaffinity(0, sizeof(all), &all) == 0);
+    if (!crowded && CPU_COUNT(&all) < 2) {
+        printf("skipped: one CPU, so two ranks cannot run on CPUs of their own\n");
+        return;
+    }
+    ck_assert_int_eq(harness_run(crowded ? 3 : 2, rank_oversubscribed, &crowded, 30), 0);
+}
+END_TEST
+
 /* Small all-reduces until one fails (a peer killed while we poll its
  * mailbox); the failure is reported as harness_stream_ring does. */
 static int rank_oneshot_loop(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -734,6 +801,8 @@ static Suite *shm_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_oneshot, 0, 7); /* 2 .. 8 ranks */
     tcase_add_test(tc, test_oneshot_tcp);
+    tcase_add_test(tc, test_oneshot_mismatch);
+    tcase_add_loop_test(tc, test_oversubscribed, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

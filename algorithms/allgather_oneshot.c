@@ -1,0 +1,66 @@
+/*
+ * allgather_oneshot.c: every rank writes its block into a mailbox toward
+ * every other rank, then copies the p - 1 blocks it was sent from where
+ * they lie into their places in recvbuf. One step, with no message to
+ * match or queue: the choice for small blocks on one host, where a
+ * message costs mostly the software around it (allreduce_oneshot.c).
+ *
+ * Cost: alpha / 2 + 2 n (p-1)/p copy, n = p * count * esize: one exchange;
+ * the block is copied into p - 1 mailboxes and p - 1 blocks out of them.
+ * Needs mailboxes toward every rank that hold a block. In place (sendbuf
+ * == recvbuf + r * count) our block is written from where it already is;
+ * otherwise it is also copied into its place.
+ */
+#include <string.h>
+
+#include "algorithms.h"
+
+static coll_status_t poll(coll_sched_t *s, void *arg, uint32_t *step)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    size_t bytes = a->count * a->esize;
+    const void *in;
+
+    (void)arg;
+    COLL_POLL_CHECK(coll_mbox_exchange(s, a->sendbuf, 0, bytes, step));
+    for (int k = 0; k < p; k++) {
+        if (k == r)
+            continue;
+        COLL_POLL_CHECK(coll_sched_mbox_get(s, k, bytes, &in));
+        memcpy(COLL_PTR(a->recvbuf, (size_t)k * a->count, a->esize), in, bytes);
+    }
+    return coll_mbox_release_all(s);
+}
+
+static void build(coll_sched_t *s)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    size_t bytes = a->count * a->esize;
+    int r = coll_sched_rank(s);
+
+    if (a->count == 0)
+        return;
+    if (!a->in_place)
+        coll_sched_copy(s, COLL_PTR(a->recvbuf, (size_t)r * a->count, a->esize), a->sendbuf,
+                        bytes, COLL_NODEPS);
+    coll_sched_poll(s, poll, NULL, COLL_NODEPS);
+}
+
+static double cost(const coll_cost_in_t *c)
+{
+    return c->alpha / 2 + 2 * c->n * (c->p - 1) / c->p * c->copy;
+}
+
+static int usable(const coll_args_t *a, int nranks, const char **why)
+{
+    return coll_mbox_usable(a, nranks, a->count * a->esize, why);
+}
+
+const coll_algo_t coll_algo_allgather_oneshot = {
+    .coll = COLL_ALLGATHER,
+    .name = "oneshot",
+    .build = build,
+    .usable = usable,
+    .cost = cost,
+};

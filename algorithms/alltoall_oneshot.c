@@ -1,0 +1,67 @@
+/*
+ * alltoall_oneshot.c: rank r writes block k of sendbuf into its mailbox
+ * toward rank k, for every k != r, then copies the block each rank wrote
+ * to it from where it lies into its place in recvbuf. One step, with no
+ * message to match or queue: the choice for small blocks on one host
+ * (allreduce_oneshot.c).
+ *
+ * Cost: alpha / 2 + 2 n (p-1)/p copy, n = p * count * esize: one exchange;
+ * p - 1 blocks are copied into mailboxes and p - 1 out of them. Needs
+ * mailboxes toward every rank that hold a block. In place (sendbuf ==
+ * recvbuf) every block is in its mailbox before any is overwritten, and
+ * ours stays where it is; otherwise ours is copied across.
+ */
+#include <string.h>
+
+#include "algorithms.h"
+
+static coll_status_t poll(coll_sched_t *s, void *arg, uint32_t *step)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    size_t bytes = a->count * a->esize;
+    const void *in;
+
+    (void)arg;
+    /* every write is done before the first copy out: in place, the copies
+     * overwrite the blocks the writes read */
+    COLL_POLL_CHECK(coll_mbox_exchange(s, a->sendbuf, bytes, bytes, step));
+    for (int k = 0; k < p; k++) {
+        if (k == r)
+            continue;
+        COLL_POLL_CHECK(coll_sched_mbox_get(s, k, bytes, &in));
+        memcpy(COLL_PTR(a->recvbuf, (size_t)k * a->count, a->esize), in, bytes);
+    }
+    return coll_mbox_release_all(s);
+}
+
+static void build(coll_sched_t *s)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    size_t bytes = a->count * a->esize, own = (size_t)coll_sched_rank(s) * a->count;
+
+    if (a->count == 0)
+        return;
+    if (!a->in_place)
+        coll_sched_copy(s, COLL_PTR(a->recvbuf, own, a->esize),
+                        COLL_PTR(a->sendbuf, own, a->esize), bytes, COLL_NODEPS);
+    coll_sched_poll(s, poll, NULL, COLL_NODEPS);
+}
+
+static double cost(const coll_cost_in_t *c)
+{
+    return c->alpha / 2 + 2 * c->n * (c->p - 1) / c->p * c->copy;
+}
+
+static int usable(const coll_args_t *a, int nranks, const char **why)
+{
+    return coll_mbox_usable(a, nranks, a->count * a->esize, why);
+}
+
+const coll_algo_t coll_algo_alltoall_oneshot = {
+    .coll = COLL_ALLTOALL,
+    .name = "oneshot",
+    .build = build,
+    .usable = usable,
+    .cost = cost,
+};

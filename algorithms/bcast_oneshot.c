@@ -1,0 +1,64 @@
+/*
+ * bcast_oneshot.c: the root writes its vector into its mailbox toward every
+ * other rank, each of which copies it out from where it lies. One step,
+ * with no message to match or queue: the choice for small vectors on one
+ * host (allreduce_oneshot.c).
+ *
+ * Cost: alpha / 2 + p n copy: the root writes p - 1 copies, then each rank
+ * copies one out. On a host with more ranks than CPUs add (p-1) alpha
+ * (coll_mbox_rooted_wait). Needs mailboxes toward every rank that hold the
+ * vector. Any root; off the root the mailbox is read as soon as it is
+ * written, so a root that runs ahead waits only when both slots of a
+ * mailbox are full.
+ */
+#include <string.h>
+
+#include "algorithms.h"
+
+static coll_status_t poll(coll_sched_t *s, void *arg, uint32_t *step)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    size_t bytes = a->count * a->esize;
+    const void *in;
+
+    (void)arg;
+    if (r == a->root) {
+        for (; *step < (uint32_t)(p - 1); (*step)++)
+            COLL_POLL_CHECK(coll_sched_mbox_put(s, (r + 1 + (int)*step) % p, a->sendbuf, bytes));
+        return COLL_OK;
+    }
+    COLL_POLL_CHECK(coll_sched_mbox_get(s, a->root, bytes, &in));
+    memcpy(a->recvbuf, in, bytes);
+    return coll_sched_mbox_release(s, a->root);
+}
+
+static void build(coll_sched_t *s)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    size_t bytes = a->count * a->esize;
+
+    if (a->count == 0)
+        return;
+    if (coll_sched_rank(s) == a->root && !a->in_place)
+        coll_sched_copy(s, a->recvbuf, a->sendbuf, bytes, COLL_NODEPS);
+    coll_sched_poll(s, poll, NULL, COLL_NODEPS);
+}
+
+static double cost(const coll_cost_in_t *c)
+{
+    return c->alpha / 2 + c->p * c->n * c->copy + coll_mbox_rooted_wait(c);
+}
+
+static int usable(const coll_args_t *a, int nranks, const char **why)
+{
+    return coll_mbox_usable(a, nranks, a->count * a->esize, why);
+}
+
+const coll_algo_t coll_algo_bcast_oneshot = {
+    .coll = COLL_BCAST,
+    .name = "oneshot",
+    .build = build,
+    .usable = usable,
+    .cost = cost,
+};

@@ -1,0 +1,70 @@
+/*
+ * gather_oneshot.c: every rank but the root writes its block into its
+ * mailbox toward the root, which copies each block out from where it lies
+ * into its place in recvbuf. One step, with no message to match or queue:
+ * the choice for small blocks on one host (allreduce_oneshot.c).
+ *
+ * Cost: alpha / 2 + n copy, n = p * count * esize: the writes run side by
+ * side, then the root copies p - 1 blocks out. On a host with more ranks
+ * than CPUs add (p-1) alpha (coll_mbox_rooted_wait). Needs mailboxes toward
+ * every rank that hold a block. Any root; in place on the root (sendbuf ==
+ * recvbuf + root * count) its block is already where it belongs.
+ */
+#include <string.h>
+
+#include "algorithms.h"
+
+static coll_status_t poll(coll_sched_t *s, void *arg, uint32_t *step)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    size_t bytes = a->count * a->esize;
+    const void *in;
+
+    (void)arg;
+    (void)step;
+    if (r != a->root)
+        return coll_sched_mbox_put(s, a->root, a->sendbuf, bytes);
+    for (int k = 0; k < p; k++) /* all there before the first copy */
+        if (k != r)
+            COLL_POLL_CHECK(coll_sched_mbox_get(s, k, bytes, &in));
+    for (int k = 0; k < p; k++) {
+        if (k == r)
+            continue;
+        COLL_POLL_CHECK(coll_sched_mbox_get(s, k, bytes, &in));
+        memcpy(COLL_PTR(a->recvbuf, (size_t)k * a->count, a->esize), in, bytes);
+    }
+    return coll_mbox_release_all(s);
+}
+
+static void build(coll_sched_t *s)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    size_t bytes = a->count * a->esize;
+    int r = coll_sched_rank(s);
+
+    if (a->count == 0)
+        return;
+    if (r == a->root && !a->in_place)
+        coll_sched_copy(s, COLL_PTR(a->recvbuf, (size_t)r * a->count, a->esize), a->sendbuf,
+                        bytes, COLL_NODEPS);
+    coll_sched_poll(s, poll, NULL, COLL_NODEPS);
+}
+
+static double cost(const coll_cost_in_t *c)
+{
+    return c->alpha / 2 + c->n * c->copy + coll_mbox_rooted_wait(c);
+}
+
+static int usable(const coll_args_t *a, int nranks, const char **why)
+{
+    return coll_mbox_usable(a, nranks, a->count * a->esize, why);
+}
+
+const coll_algo_t coll_algo_gather_oneshot = {
+    .coll = COLL_GATHER,
+    .name = "oneshot",
+    .build = build,
+    .usable = usable,
+    .cost = cost,
+};

@@ -1,0 +1,85 @@
+/*
+ * mbox.c: what the mailbox algorithms (*_oneshot.c) share: whether a call
+ * fits, the exchange of one message with every other rank, and combining
+ * every rank's vector in rank order where the messages lie.
+ */
+#include "algorithms.h"
+#include "reduce.h"
+
+int coll_mbox_usable(const coll_args_t *a, int nranks, size_t bytes, const char **why)
+{
+    if (nranks < 2)
+        *why = "one rank";
+    else if (!a->mbox_bytes)
+        *why = "not every pair of ranks has mailboxes (shared memory)";
+    else if (a->mbox_bytes < bytes)
+        *why = "the message is larger than a mailbox";
+    else
+        return 1;
+    return 0;
+}
+
+coll_status_t coll_mbox_put_all(coll_sched_t *s, const void *base, size_t stride, size_t len,
+                                uint32_t *step)
+{
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    coll_status_t st;
+
+    for (; *step < (uint32_t)(p - 1); (*step)++) {
+        int to = (r + 1 + (int)*step) % p;
+        const char *buf = base ? (const char *)base + (size_t)to * stride : NULL;
+        if ((st = coll_sched_mbox_put(s, to, buf, len)) != COLL_OK)
+            return st;
+    }
+    return COLL_OK;
+}
+
+coll_status_t coll_mbox_exchange(coll_sched_t *s, const void *base, size_t stride, size_t len,
+                                 uint32_t *step)
+{
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    const void *in;
+
+    COLL_POLL_CHECK(coll_mbox_put_all(s, base, stride, len, step));
+    for (int k = 0; k < p; k++)
+        if (k != r)
+            COLL_POLL_CHECK(coll_sched_mbox_get(s, k, len, &in));
+    return COLL_OK;
+}
+
+coll_status_t coll_mbox_release_all(coll_sched_t *s)
+{
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    for (int k = 0; k < p; k++)
+        if (k != r)
+            COLL_POLL_CHECK(coll_sched_mbox_release(s, k));
+    return COLL_OK;
+}
+
+coll_status_t coll_mbox_combine(coll_sched_t *s, void *dst, const void *own, size_t count)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    size_t len = count * a->esize;
+    const void *lhs, *rhs;
+
+    /* all there before any is used: a second pass must not fold twice */
+    for (int k = 0; k < p; k++)
+        if (k != r)
+            COLL_POLL_CHECK(coll_sched_mbox_get(s, k, len, &lhs));
+    for (int k = 1; k < p; k++) {
+        lhs = dst;
+        if (k == 1 && r == 0)
+            lhs = own;
+        else if (k == 1)
+            COLL_POLL_CHECK(coll_sched_mbox_get(s, 0, len, &lhs));
+        if (k == r)
+            rhs = own;
+        else
+            COLL_POLL_CHECK(coll_sched_mbox_get(s, k, len, &rhs));
+        COLL_POLL_CHECK(coll_reduce_local(dst, lhs, rhs, count, a->dt, a->op));
+    }
+    if (a->op == COLL_AVG)
+        COLL_POLL_CHECK(coll_reduce_finish_avg(dst, count, a->dt, p));
+    return coll_mbox_release_all(s);
+}
