@@ -192,16 +192,18 @@ coll_status_t coll_mbox_put_all(coll_sched_t *s, const void *base, size_t stride
 coll_status_t coll_mbox_exchange(coll_sched_t *s, const void *base, size_t stride, size_t len,
                                  uint32_t *step);
 /* The extra cost of a rooted mailbox algorithm (bcast, reduce, gather,
- * scatter oneshot) on a host with more ranks than CPUs: (p-1) alpha. Each
- * call waits on one particular rank (the root for a free slot, a leaf for
- * the root's message), which then often is not running, where messages
- * let ranks run ahead through the transport's buffers. 4 ranks on 2 CPUs,
- * 64 B: 1.4 us a call against 0.4-0.6 us with the trees; level at 4 KiB
- * and 2x faster at 16 KiB. */
+ * scatter oneshot) on a host with more ranks than CPUs: 2 (p-1) alpha.
+ * Each call waits on particular ranks (the root for a free slot, a leaf
+ * for the root's message), which then often are not running: a switch to
+ * each and back, where messages let ranks run ahead through the
+ * transport's buffers. 4 ranks on 2 CPUs, 64 B: 1.4 us a call against
+ * 0.4-0.6 us with the trees; the reduce is 2.6x faster at 4 KiB, all are
+ * faster at 16 KiB. */
 static inline double coll_mbox_rooted_wait(const coll_cost_in_t *c)
 {
-    return c->oversub ? (c->p - 1) * c->alpha : 0;
+    return c->oversub ? 2 * (c->p - 1) * c->alpha : 0;
 }
+
 /* Release every other rank's message (after coll_mbox_exchange). */
 coll_status_t coll_mbox_release_all(coll_sched_t *s);
 /* Inside a poll function: once a `count`-element message from every other

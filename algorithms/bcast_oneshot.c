@@ -5,7 +5,7 @@
  * host (allreduce_oneshot.c).
  *
  * Cost: alpha / 2 + p n copy: the root writes p - 1 copies, then each rank
- * copies one out. On a host with more ranks than CPUs add (p-1) alpha
+ * copies one out. On a host with more ranks than CPUs add 2 (p-1) alpha
  * (coll_mbox_rooted_wait). Needs mailboxes toward every rank that hold the
  * vector. Any root; off the root the mailbox is read as soon as it is
  * written, so a root that runs ahead waits only when both slots of a

@@ -6,9 +6,10 @@
  *
  * Cost: alpha / 2 + n copy, n = p * count * esize: the writes run side by
  * side, then the root copies p - 1 blocks out. On a host with more ranks
- * than CPUs add (p-1) alpha (coll_mbox_rooted_wait). Needs mailboxes toward
- * every rank that hold a block. Any root; in place on the root (sendbuf ==
- * recvbuf + root * count) its block is already where it belongs.
+ * than CPUs add 2 (p-1) alpha (coll_mbox_rooted_wait). Needs mailboxes
+ * toward every rank that hold a block. Any root; in place on the root
+ * (sendbuf == recvbuf + root * count) its block is already where it
+ * belongs.
  */
 #include <string.h>
 

@@ -6,7 +6,7 @@
  *
  * Cost: alpha / 2 + n copy + (p-1) n gamma: the writes run side by side,
  * then the root combines p vectors. On a host with more ranks than CPUs add
- * (p-1) alpha (coll_mbox_rooted_wait). Needs mailboxes toward every rank
+ * 2 (p-1) alpha (coll_mbox_rooted_wait). Needs mailboxes toward every rank
  * that hold the vector. Deterministic by construction (rank order). In
  * place on the root (sendbuf == recvbuf), the first combination overwrites
  * the root's vector: a root above 1, whose vector goes in later, keeps a

@@ -6,7 +6,7 @@
  *
  * Cost: alpha / 2 + n copy, n = p * count * esize: the root writes p - 1
  * blocks, then each rank copies one out. On a host with more ranks than
- * CPUs add (p-1) alpha (coll_mbox_rooted_wait). Needs mailboxes toward
+ * CPUs add 2 (p-1) alpha (coll_mbox_rooted_wait). Needs mailboxes toward
  * every rank that hold a block. Any root; in place on the root (recvbuf ==
  * sendbuf + root * count) its block is already where it belongs.
  */
