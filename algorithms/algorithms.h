@@ -212,6 +212,22 @@ coll_status_t coll_mbox_release_all(coll_sched_t *s);
  * messages released; COLL_INPROGRESS, with nothing written, before. dst
  * may be own when this rank is 0 or 1 (whose vector goes in first). */
 coll_status_t coll_mbox_combine(coll_sched_t *s, void *dst, const void *own, size_t count);
+/* Add the poll step of a coll_mbox_combine user: with in_place, ranks
+ * above 1 (whose vector goes in after the first combination has
+ * overwritten it) first copy `own` (count elements) to scratch, and the
+ * step gets the copy as its arg; otherwise its arg is NULL. */
+void coll_mbox_combine_step(coll_sched_t *s, coll_sched_poll_fn poll, const void *own,
+                            int in_place);
+/* Inside a poll function: once a block (count elements) from every other
+ * rank k is there, copy each to block k of recvbuf and release them all;
+ * COLL_INPROGRESS, with nothing copied, before. */
+coll_status_t coll_mbox_take_blocks(coll_sched_t *s, void *recvbuf);
+/* Inside a poll function: copy peer's message (count elements) to dst and
+ * release it; COLL_INPROGRESS until it is there. */
+coll_status_t coll_mbox_take(coll_sched_t *s, int peer, void *dst);
+/* The usable check of a mailbox algorithm whose messages hold count
+ * elements (a vector, or one block). */
+int coll_mbox_usable_count(const coll_args_t *a, int nranks, const char **why);
 
 /* Byte pointer arithmetic on user buffers. */
 #define COLL_PTR(buf, elems, esize) ((void *)((char *)(buf) + (elems) * (esize)))

@@ -11,28 +11,18 @@
  * recvbuf) every block is in its mailbox before any is overwritten, and
  * ours stays where it is; otherwise ours is copied across.
  */
-#include <string.h>
-
 #include "algorithms.h"
 
 static coll_status_t poll(coll_sched_t *s, void *arg, uint32_t *step)
 {
     const coll_args_t *a = coll_sched_args(s);
-    int p = coll_sched_size(s), r = coll_sched_rank(s);
     size_t bytes = a->count * a->esize;
-    const void *in;
 
     (void)arg;
     /* every write is done before the first copy out: in place, the copies
      * overwrite the blocks the writes read */
-    COLL_POLL_CHECK(coll_mbox_exchange(s, a->sendbuf, bytes, bytes, step));
-    for (int k = 0; k < p; k++) {
-        if (k == r)
-            continue;
-        COLL_POLL_CHECK(coll_sched_mbox_get(s, k, bytes, &in));
-        memcpy(COLL_PTR(a->recvbuf, (size_t)k * a->count, a->esize), in, bytes);
-    }
-    return coll_mbox_release_all(s);
+    COLL_POLL_CHECK(coll_mbox_put_all(s, a->sendbuf, bytes, bytes, step));
+    return coll_mbox_take_blocks(s, a->recvbuf);
 }
 
 static void build(coll_sched_t *s)
@@ -53,15 +43,10 @@ static double cost(const coll_cost_in_t *c)
     return c->alpha / 2 + 2 * c->n * (c->p - 1) / c->p * c->copy;
 }
 
-static int usable(const coll_args_t *a, int nranks, const char **why)
-{
-    return coll_mbox_usable(a, nranks, a->count * a->esize, why);
-}
-
 const coll_algo_t coll_algo_alltoall_oneshot = {
     .coll = COLL_ALLTOALL,
     .name = "oneshot",
     .build = build,
-    .usable = usable,
+    .usable = coll_mbox_usable_count,
     .cost = cost,
 };

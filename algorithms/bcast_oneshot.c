@@ -11,26 +11,16 @@
  * written, so a root that runs ahead waits only when both slots of a
  * mailbox are full.
  */
-#include <string.h>
-
 #include "algorithms.h"
 
 static coll_status_t poll(coll_sched_t *s, void *arg, uint32_t *step)
 {
     const coll_args_t *a = coll_sched_args(s);
-    int p = coll_sched_size(s), r = coll_sched_rank(s);
-    size_t bytes = a->count * a->esize;
-    const void *in;
 
     (void)arg;
-    if (r == a->root) {
-        for (; *step < (uint32_t)(p - 1); (*step)++)
-            COLL_POLL_CHECK(coll_sched_mbox_put(s, (r + 1 + (int)*step) % p, a->sendbuf, bytes));
-        return COLL_OK;
-    }
-    COLL_POLL_CHECK(coll_sched_mbox_get(s, a->root, bytes, &in));
-    memcpy(a->recvbuf, in, bytes);
-    return coll_sched_mbox_release(s, a->root);
+    if (coll_sched_rank(s) == a->root)
+        return coll_mbox_put_all(s, a->sendbuf, 0, a->count * a->esize, step);
+    return coll_mbox_take(s, a->root, a->recvbuf);
 }
 
 static void build(coll_sched_t *s)
@@ -50,15 +40,10 @@ static double cost(const coll_cost_in_t *c)
     return c->alpha / 2 + c->p * c->n * c->copy + coll_mbox_rooted_wait(c);
 }
 
-static int usable(const coll_args_t *a, int nranks, const char **why)
-{
-    return coll_mbox_usable(a, nranks, a->count * a->esize, why);
-}
-
 const coll_algo_t coll_algo_bcast_oneshot = {
     .coll = COLL_BCAST,
     .name = "oneshot",
     .build = build,
-    .usable = usable,
+    .usable = coll_mbox_usable_count,
     .cost = cost,
 };

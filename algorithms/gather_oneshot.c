@@ -11,31 +11,17 @@
  * (sendbuf == recvbuf + root * count) its block is already where it
  * belongs.
  */
-#include <string.h>
-
 #include "algorithms.h"
 
 static coll_status_t poll(coll_sched_t *s, void *arg, uint32_t *step)
 {
     const coll_args_t *a = coll_sched_args(s);
-    int p = coll_sched_size(s), r = coll_sched_rank(s);
-    size_t bytes = a->count * a->esize;
-    const void *in;
 
     (void)arg;
     (void)step;
-    if (r != a->root)
-        return coll_sched_mbox_put(s, a->root, a->sendbuf, bytes);
-    for (int k = 0; k < p; k++) /* all there before the first copy */
-        if (k != r)
-            COLL_POLL_CHECK(coll_sched_mbox_get(s, k, bytes, &in));
-    for (int k = 0; k < p; k++) {
-        if (k == r)
-            continue;
-        COLL_POLL_CHECK(coll_sched_mbox_get(s, k, bytes, &in));
-        memcpy(COLL_PTR(a->recvbuf, (size_t)k * a->count, a->esize), in, bytes);
-    }
-    return coll_mbox_release_all(s);
+    if (coll_sched_rank(s) != a->root)
+        return coll_sched_mbox_put(s, a->root, a->sendbuf, a->count * a->esize);
+    return coll_mbox_take_blocks(s, a->recvbuf);
 }
 
 static void build(coll_sched_t *s)
@@ -57,15 +43,10 @@ static double cost(const coll_cost_in_t *c)
     return c->alpha / 2 + c->n * c->copy + coll_mbox_rooted_wait(c);
 }
 
-static int usable(const coll_args_t *a, int nranks, const char **why)
-{
-    return coll_mbox_usable(a, nranks, a->count * a->esize, why);
-}
-
 const coll_algo_t coll_algo_gather_oneshot = {
     .coll = COLL_GATHER,
     .name = "oneshot",
     .build = build,
-    .usable = usable,
+    .usable = coll_mbox_usable_count,
     .cost = cost,
 };

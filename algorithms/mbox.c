@@ -3,6 +3,8 @@
  * fits, the exchange of one message with every other rank, and combining
  * every rank's vector in rank order where the messages lie.
  */
+#include <string.h>
+
 #include "algorithms.h"
 #include "reduce.h"
 
@@ -82,4 +84,56 @@ coll_status_t coll_mbox_combine(coll_sched_t *s, void *dst, const void *own, siz
     if (a->op == COLL_AVG)
         COLL_POLL_CHECK(coll_reduce_finish_avg(dst, count, a->dt, p));
     return coll_mbox_release_all(s);
+}
+
+coll_status_t coll_mbox_take_blocks(coll_sched_t *s, void *recvbuf)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    size_t bytes = a->count * a->esize;
+    const void *in;
+
+    for (int k = 0; k < p; k++) /* all there before the first copy */
+        if (k != r)
+            COLL_POLL_CHECK(coll_sched_mbox_get(s, k, bytes, &in));
+    for (int k = 0; k < p; k++) {
+        if (k == r)
+            continue;
+        COLL_POLL_CHECK(coll_sched_mbox_get(s, k, bytes, &in));
+        memcpy(COLL_PTR(recvbuf, (size_t)k * a->count, a->esize), in, bytes);
+    }
+    return coll_mbox_release_all(s);
+}
+
+coll_status_t coll_mbox_take(coll_sched_t *s, int peer, void *dst)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    size_t bytes = a->count * a->esize;
+    const void *in;
+
+    COLL_POLL_CHECK(coll_sched_mbox_get(s, peer, bytes, &in));
+    memcpy(dst, in, bytes);
+    return coll_sched_mbox_release(s, peer);
+}
+
+int coll_mbox_usable_count(const coll_args_t *a, int nranks, const char **why)
+{
+    return coll_mbox_usable(a, nranks, a->count * a->esize, why);
+}
+
+void coll_mbox_combine_step(coll_sched_t *s, coll_sched_poll_fn poll, const void *own,
+                            int in_place)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    size_t bytes = a->count * a->esize;
+    void *copy = NULL;
+    coll_vid_t c = -1;
+
+    if (in_place && coll_sched_rank(s) > 1) {
+        copy = coll_sched_scratch(s, bytes);
+        if (!copy)
+            return;
+        c = coll_sched_copy(s, copy, own, bytes, COLL_NODEPS);
+    }
+    coll_sched_poll(s, poll, copy, COLL_DEPS(c));
 }

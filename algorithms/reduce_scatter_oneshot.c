@@ -28,19 +28,9 @@ static coll_status_t poll(coll_sched_t *s, void *arg, uint32_t *step)
 static void build(coll_sched_t *s)
 {
     const coll_args_t *a = coll_sched_args(s);
-    size_t bytes = a->count * a->esize;
-    void *copy = NULL;
-    coll_vid_t c = -1;
 
-    if (a->count == 0)
-        return;
-    if (a->in_place && coll_sched_rank(s) > 1) {
-        copy = coll_sched_scratch(s, bytes);
-        if (!copy)
-            return;
-        c = coll_sched_copy(s, copy, a->recvbuf, bytes, COLL_NODEPS);
-    }
-    coll_sched_poll(s, poll, copy, COLL_DEPS(c));
+    if (a->count > 0)
+        coll_mbox_combine_step(s, poll, a->recvbuf, a->in_place);
 }
 
 static double cost(const coll_cost_in_t *c)
@@ -48,15 +38,10 @@ static double cost(const coll_cost_in_t *c)
     return c->alpha / 2 + c->n * (c->p - 1) / c->p * (c->copy + c->gamma);
 }
 
-static int usable(const coll_args_t *a, int nranks, const char **why)
-{
-    return coll_mbox_usable(a, nranks, a->count * a->esize, why);
-}
-
 const coll_algo_t coll_algo_reduce_scatter_oneshot = {
     .coll = COLL_REDUCE_SCATTER,
     .name = "oneshot",
     .build = build,
-    .usable = usable,
+    .usable = coll_mbox_usable_count,
     .cost = cost,
 };

@@ -702,6 +702,8 @@ static int rank_oneshot_mismatch(int rank, int nranks, const coll_unique_id_t *i
     else
         RANK_CHECK(st == COLL_OK, "sender: %s: %s", coll_status_str(st),
                    coll_get_last_error(comm));
+    if (rank == 1) /* stay until the root has failed: leaving first could be seen first */
+        RANK_CHECK(coll_barrier(comm) != COLL_OK, "a barrier with the failed root succeeded");
     coll_comm_abort(comm);
     return 0;
 }
