@@ -21,8 +21,8 @@ static coll_status_t poll(coll_sched_t *s, void *arg, uint32_t *step)
     /* in place, our vector is overwritten by the first combination: keep
      * a copy (arg) unless we are rank 0 or 1, whose vector goes in first */
     const void *own = arg ? arg : a->sendbuf;
-    coll_status_t st = coll_mbox_put_all(s, a->sendbuf, 0, a->count * a->esize, step);
-    return st == COLL_OK ? coll_mbox_combine(s, a->recvbuf, own, a->count) : st;
+    COLL_POLL_CHECK(coll_mbox_put_all(s, a->sendbuf, 0, a->count * a->esize, step));
+    return coll_mbox_combine(s, a->recvbuf, own, a->count);
 }
 
 static void build(coll_sched_t *s)

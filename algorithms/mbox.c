@@ -36,17 +36,26 @@ coll_status_t coll_mbox_put_all(coll_sched_t *s, const void *base, size_t stride
     return COLL_OK;
 }
 
-coll_status_t coll_mbox_exchange(coll_sched_t *s, const void *base, size_t stride, size_t len,
-                                 uint32_t *step)
+/* COLL_OK once a `len`-byte message from every other rank is there: a
+ * step that uses them must not have used some on an earlier pass (a
+ * combination would fold twice, an in-place copy would read overwritten
+ * data). */
+static coll_status_t all_there(coll_sched_t *s, size_t len)
 {
     int p = coll_sched_size(s), r = coll_sched_rank(s);
     const void *in;
 
-    COLL_POLL_CHECK(coll_mbox_put_all(s, base, stride, len, step));
     for (int k = 0; k < p; k++)
         if (k != r)
             COLL_POLL_CHECK(coll_sched_mbox_get(s, k, len, &in));
     return COLL_OK;
+}
+
+coll_status_t coll_mbox_exchange(coll_sched_t *s, const void *base, size_t stride, size_t len,
+                                 uint32_t *step)
+{
+    COLL_POLL_CHECK(coll_mbox_put_all(s, base, stride, len, step));
+    return all_there(s, len);
 }
 
 coll_status_t coll_mbox_release_all(coll_sched_t *s)
@@ -65,10 +74,7 @@ coll_status_t coll_mbox_combine(coll_sched_t *s, void *dst, const void *own, siz
     size_t len = count * a->esize;
     const void *lhs, *rhs;
 
-    /* all there before any is used: a second pass must not fold twice */
-    for (int k = 0; k < p; k++)
-        if (k != r)
-            COLL_POLL_CHECK(coll_sched_mbox_get(s, k, len, &lhs));
+    COLL_POLL_CHECK(all_there(s, len));
     for (int k = 1; k < p; k++) {
         lhs = dst;
         if (k == 1 && r == 0)
@@ -93,9 +99,7 @@ coll_status_t coll_mbox_take_blocks(coll_sched_t *s, void *recvbuf)
     size_t bytes = a->count * a->esize;
     const void *in;
 
-    for (int k = 0; k < p; k++) /* all there before the first copy */
-        if (k != r)
-            COLL_POLL_CHECK(coll_sched_mbox_get(s, k, bytes, &in));
+    COLL_POLL_CHECK(all_there(s, bytes));
     for (int k = 0; k < p; k++) {
         if (k == r)
             continue;
