@@ -17,7 +17,10 @@
  * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize.
  * Any p. In place (sendbuf == recvbuf + r * count) our block is already
  * where it belongs; otherwise it is copied there (n/p bytes, off the
- * critical path: the first send reads sendbuf itself).
+ * critical path: the first send reads sendbuf itself, and the copy runs
+ * once the first step's messages are posted, so that over TCP, where it
+ * shares the core with them, it does not delay them: 2 ranks, 4 MiB, 5
+ * alternating launches, 514 -> 390 us).
  */
 #include "algorithms.h"
 
@@ -40,13 +43,13 @@ static void build(coll_sched_t *s)
 
     if (a->count == 0)
         return;
-    if (!a->in_place)
-        coll_sched_copy(s, block(a, r), a->sendbuf, bytes, COLL_NODEPS);
     for (int k = 0; k < p - 1; k++) {
         const void *from = k == 0 ? a->sendbuf : block(a, mod(r - k, p));
         coll_sched_send(s, from, bytes, mod(r + 1, p), (uint32_t)k, COLL_DEPS(got));
         got = coll_sched_recv(s, block(a, mod(r - k - 1, p)), bytes, mod(r - 1, p), (uint32_t)k,
                               COLL_NODEPS);
+        if (k == 0 && !a->in_place)
+            coll_sched_copy(s, block(a, r), a->sendbuf, bytes, COLL_NODEPS);
     }
 }
 

@@ -34,6 +34,17 @@ static char *slot(const void *buf, int j, size_t bytes)
     return (char *)buf + (size_t)j * bytes;
 }
 
+/* Out of place, our own block is copied while the first step's messages
+ * are on their way rather than before them: over TCP the copy and the
+ * sends share the core, and copied first it delays every byte sent (2
+ * ranks, 5 alternating launches: 1 MiB 137 -> 104 us, 4 MiB 582 -> 434). */
+static void own_block(coll_sched_t *s, const coll_args_t *a, int r, size_t bytes)
+{
+    if (!a->in_place)
+        coll_sched_copy(s, slot(a->recvbuf, r, bytes), slot(a->sendbuf, r, bytes), bytes,
+                        COLL_NODEPS);
+}
+
 static void build(coll_sched_t *s)
 {
     const coll_args_t *a = coll_sched_args(s);
@@ -44,11 +55,10 @@ static void build(coll_sched_t *s)
 
     if (a->count == 0)
         return;
-    if (!a->in_place)
-        coll_sched_copy(s, slot(a->recvbuf, r, bytes), slot(a->sendbuf, r, bytes), bytes,
-                        COLL_NODEPS);
-    if (p == 1)
+    if (p == 1) {
+        own_block(s, a, r, bytes);
         return;
+    }
     coll_vid_t *done = coll_sched_scratch(s, (size_t)p * sizeof(*done)); /* [step] */
     if (a->in_place)
         held = coll_sched_scratch(s, (size_t)(p / 2) * bytes);
@@ -61,6 +71,8 @@ static void build(coll_sched_t *s)
                                                COLL_TP_HINT_ONE_COPY, COLL_DEPS(prev));
         coll_vid_t rv = coll_sched_recv(s, dst, bytes, from, 0, COLL_DEPS(prev));
         done[k] = prev = coll_sched_join(s, COLL_DEPS(sv, rv));
+        if (k == 1)
+            own_block(s, a, r, bytes);
     }
     for (int k = 1; held && 2 * k <= p; k++)
         coll_sched_copy(s, slot(a->recvbuf, mod(r - k, p), bytes), slot(held, k - 1, bytes),
