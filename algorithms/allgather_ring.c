@@ -34,6 +34,14 @@ static void *block(const coll_args_t *a, int b)
     return COLL_PTR(a->recvbuf, (size_t)b * a->count, a->esize);
 }
 
+/* Out of place, our block is copied into recvbuf once the first step's
+ * messages are posted (see the header). */
+static void own_block(coll_sched_t *s, const coll_args_t *a, int r, size_t bytes)
+{
+    if (!a->in_place)
+        coll_sched_copy(s, block(a, r), a->sendbuf, bytes, COLL_NODEPS);
+}
+
 static void build(coll_sched_t *s)
 {
     const coll_args_t *a = coll_sched_args(s);
@@ -43,13 +51,15 @@ static void build(coll_sched_t *s)
 
     if (a->count == 0)
         return;
+    if (p == 1)
+        own_block(s, a, r, bytes);
     for (int k = 0; k < p - 1; k++) {
         const void *from = k == 0 ? a->sendbuf : block(a, mod(r - k, p));
         coll_sched_send(s, from, bytes, mod(r + 1, p), (uint32_t)k, COLL_DEPS(got));
         got = coll_sched_recv(s, block(a, mod(r - k - 1, p)), bytes, mod(r - 1, p), (uint32_t)k,
                               COLL_NODEPS);
-        if (k == 0 && !a->in_place)
-            coll_sched_copy(s, block(a, r), a->sendbuf, bytes, COLL_NODEPS);
+        if (k == 0)
+            own_block(s, a, r, bytes);
     }
 }
 
