@@ -34,10 +34,12 @@ static char *slot(const void *buf, int j, size_t bytes)
     return (char *)buf + (size_t)j * bytes;
 }
 
-/* Out of place, our own block is copied while the first step's messages
- * are on their way rather than before them: over TCP the copy and the
- * sends share the core, and copied first it delays every byte sent (2
- * ranks, 5 alternating launches: 1 MiB 137 -> 104 us, 4 MiB 582 -> 434). */
+/* Out of place, our own block is copied into recvbuf. Added after the
+ * first step's send and receive, the copy starts before them: the
+ * schedule starts ready steps last in, first out. Added first, it had
+ * started after them, and over TCP that was slower (2 ranks, 5
+ * alternating launches: 1 MiB 137 -> 104 us, 4 MiB 582 -> 434; why is not
+ * established). */
 static void own_block(coll_sched_t *s, const coll_args_t *a, int r, size_t bytes)
 {
     if (!a->in_place)
