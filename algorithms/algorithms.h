@@ -28,6 +28,7 @@ typedef struct coll_cost_in {
     double chunk;   /* pipeline chunk, bytes */
     int det;        /* COLL_DETERMINISTIC: cost the deterministic form */
     int oversub;    /* a host runs more ranks than it has CPUs for them */
+    double crowd;   /* ranks per CPU on the most crowded host (above 1 with oversub) */
 } coll_cost_in_t;
 
 typedef struct coll_algo {
@@ -121,6 +122,19 @@ static inline double coll_log2(double p)
     while ((1 << k) < (int)p)
         k++;
     return k; /* ceil(log2 p) */
+}
+
+/* How many times slower than one transfer alone a step runs whose m
+ * transfers (of equal size, at once) share the CPUs of a crowded host.
+ * Each transfer keeps two CPUs copying (the sender's into the socket or
+ * ring, the receiver's out of it), and beta is probed with one transfer
+ * whose two ends each have a CPU; a host with p / crowd CPUs gives the
+ * step's 2 m copies at most that many at once. 1 unless oversub: where
+ * every rank has a CPU the measured choices stand as they are. */
+static inline double coll_cpu_share(const coll_cost_in_t *c, double m)
+{
+    double f = c->p > 0 ? 2 * m * c->crowd / c->p : 1;
+    return c->oversub && f > 1 ? f : 1;
 }
 
 /* Scratch bytes of the deterministic halving forms (allreduce butterfly,

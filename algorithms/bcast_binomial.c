@@ -5,7 +5,10 @@
  * each 2^k below that bit, the largest subtree first. After step k, 2^k
  * ranks hold the vector, so ceil(log2 p) steps reach every rank.
  *
- * Cost: ceil(log2 p) (alpha + n beta).
+ * Cost: ceil(log2 p) (alpha + n beta); where ranks share CPUs, step k's
+ * min(2^k, p - 2^k) transfers share them (coll_cpu_share), which on
+ * such a host makes it the cheapest tree at any size: the fewest copies
+ * at once, and no chunk that waits for a descheduled rank to forward it.
  * Latency-optimal, so the choice for small vectors; every step moves the
  * whole vector, so large ones do better with chain or scatter_allgather.
  * Any p, any root. No scratch.
@@ -40,7 +43,11 @@ static void build(coll_sched_t *s)
 
 static double cost(const coll_cost_in_t *c)
 {
-    return coll_log2(c->p) * (c->alpha + c->n * c->beta);
+    double t = 0;
+    /* step k: the 2^k holders send to as many ranks as are left */
+    for (double have = 1; have < c->p; have *= 2)
+        t += c->alpha + c->n * c->beta * coll_cpu_share(c, COLL_MIN(have, c->p - have));
+    return t;
 }
 
 const coll_algo_t coll_algo_bcast_binomial = {

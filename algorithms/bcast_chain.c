@@ -9,7 +9,11 @@
  * Cost, with k = ceil(n / chunk) chunks (at least 1):
  *       (p - 2 + k) (alpha + n/k beta)   (0 for p = 1).
  * Close to n beta for large n whatever p, but p - 1 steps of latency:
- * the choice for large vectors. Any p, any root. No scratch.
+ * the choice for large vectors where every rank has a CPU. Where ranks
+ * share CPUs its p - 1 links copy at once and each n beta term scales by
+ * coll_cpu_share(min(p - 1, k)): 4 ranks on 2 CPUs, 16 MiB, it was the
+ * slowest tree (1.15-1.25x binomial over TCP and shared memory). Any p,
+ * any root. No scratch.
  */
 #include "algorithms.h"
 
@@ -48,7 +52,9 @@ static double cost(const coll_cost_in_t *c)
         k = 1;
     if (c->p <= 1)
         return 0;
-    return (c->p - 2 + k) * (c->alpha + c->n / k * c->beta);
+    /* once full, the pipeline keeps min(p - 1, k) links busy at once */
+    return (c->p - 2 + k) * (c->alpha + c->n / k * c->beta *
+                                            coll_cpu_share(c, COLL_MIN(c->p - 1, k)));
 }
 
 const coll_algo_t coll_algo_bcast_chain = {

@@ -9,7 +9,9 @@
  * block v-t. A block the receiver already holds from the scatter is not
  * sent, so the ring moves only the missing blocks.
  *
- * Cost: (ceil(log2 p) + p - 1) alpha + 2 n (p-1)/p beta.
+ * Cost: (ceil(log2 p) + p - 1) alpha + 2 n (p-1)/p beta. Where ranks
+ * share CPUs each step's n beta term scales by coll_cpu_share of its
+ * transfers at once: the scatter step's senders, p in each ring step.
  * Half the bandwidth of the chain at large n, but no pipeline chunks:
  * the middle ground for large vectors on many ranks. Any p, any root; a
  * count below p leaves some blocks empty (their messages are skipped).
@@ -104,8 +106,17 @@ static void build(coll_sched_t *s)
 
 static double cost(const coll_cost_in_t *c)
 {
-    double q = c->p - 1;
-    return (coll_log2(c->p) + q) * c->alpha + 2 * c->n * q / c->p * c->beta;
+    double q = c->p - 1, t = q * (c->alpha + c->n / c->p * c->beta * coll_cpu_share(c, c->p));
+    /* the scatter, masks from the largest: the root sends blocks [m, 2m)
+     * (clipped at p), and every multiple of 2m with a rank m above does
+     * the same at once */
+    for (double m = coll_pow2_floor((int)c->p - 1 > 0 ? (int)c->p - 1 : 1); m >= 1 && c->p > 1;
+         m /= 2) {
+        double senders = (double)(size_t)((c->p - m + 2 * m - 1) / (2 * m)); /* ceil */
+        t += c->alpha + c->n * (COLL_MIN(2 * m, c->p) - m) / c->p * c->beta *
+                            coll_cpu_share(c, senders);
+    }
+    return t;
 }
 
 const coll_algo_t coll_algo_bcast_scatter_allgather = {

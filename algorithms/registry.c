@@ -170,6 +170,7 @@ static void cost_inputs(struct coll_comm *comm, const coll_args_t *a, coll_cost_
     c->chunk = (double)chunk;
     c->det = a->deterministic;
     c->oversub = comm->oversubscribed;
+    c->crowd = comm->crowd;
 }
 
 typedef struct cheapest_ctx {

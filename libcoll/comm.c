@@ -910,17 +910,18 @@ static void affinity_words(uint64_t words[MASK_WORDS])
             words[c / 64] |= 1ull << (c % 64);
 }
 
-/* Does some host run more of our ranks than the CPUs they may use
- * together (the union of their affinity masks: ranks bound one per CPU
- * each allow one)? Rows hold each rank's mask at word `at`. Every rank
- * sees every row, so every rank gets the same answer. */
-static int oversubscribed(const struct coll_comm *comm, const uint8_t *rows, size_t row,
-                          size_t at)
+/* How crowded is the most crowded host: the most ranks of ours per CPU
+ * they may use together (the union of their affinity masks: ranks bound
+ * one per CPU each allow one). Above 1, ranks share CPUs. Rows hold each
+ * rank's mask at word `at`. Every rank sees every row, so every rank gets
+ * the same answer. */
+static double crowding(const struct coll_comm *comm, const uint8_t *rows, size_t row, size_t at)
 {
-    int p = comm->nranks, over = 0;
+    int p = comm->nranks;
+    double most = 1;
     uint8_t *seen = calloc((size_t)p, 1);
 
-    for (int k = 0; k < p && seen && !over; k++) {
+    for (int k = 0; k < p && seen; k++) {
         uint64_t cpus[MASK_WORDS] = {0};
         int nlocal = 0, ncpus = 0;
         if (seen[k])
@@ -935,10 +936,11 @@ static int oversubscribed(const struct coll_comm *comm, const uint8_t *rows, siz
         }
         for (int w = 0; w < MASK_WORDS; w++)
             ncpus += __builtin_popcountll(cpus[w]);
-        over = nlocal > ncpus;
+        if (ncpus > 0 && (double)nlocal / ncpus > most)
+            most = (double)nlocal / ncpus;
     }
     free(seen);
-    return over;
+    return most;
 }
 
 /* Every rank sends its cost-model inputs, its mailbox size and the CPUs it
@@ -958,6 +960,7 @@ static coll_status_t agree_costs(struct coll_comm *comm)
     struct coll_request **reqs = calloc((size_t)(2 * p), sizeof(*reqs));
     uint64_t tag = coll_tag_make(COLL_TAG_INTERNAL, 0x0fffffff, 0);
     coll_status_t st = COLL_OK;
+    char crowded[64] = "";
 
     if (!in || !reqs) {
         st = coll_comm_error(comm, COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "out of memory");
@@ -994,13 +997,17 @@ static coll_status_t agree_costs(struct coll_comm *comm)
     comm->gamma = mine[2];
     comm->copy = mine[3];
     comm->mbox_bytes = p > 1 ? (size_t)mine[4] : 0;
-    if (st == COLL_OK)
-        comm->oversubscribed = oversubscribed(comm, in, ROW, NV);
+    if (st == COLL_OK) {
+        comm->crowd = crowding(comm, in, ROW, NV);
+        comm->oversubscribed = comm->crowd > 1;
+        if (comm->oversubscribed)
+            snprintf(crowded, sizeof(crowded), "; a host has %.2g ranks per CPU", comm->crowd);
+    }
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d: cost model (max over ranks): alpha %.2f us, beta "
               "%.4f ns/B, gamma %.4f ns/B, copy %.4f ns/B; mailboxes of %zu bytes%s",
               comm->rank, comm->alpha * 1e6, comm->beta * 1e9, comm->gamma * 1e9,
               comm->copy * 1e9, comm->mbox_bytes,
-              comm->oversubscribed ? "; a host has more ranks than CPUs" : "");
+              crowded);
 out:
     free(in);
     free(reqs);
