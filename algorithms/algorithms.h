@@ -128,8 +128,9 @@ static inline double coll_log2(double p)
  * transfers (of equal size, at once) share the CPUs of a crowded host.
  * Each transfer keeps two CPUs copying (the sender's into the socket or
  * ring, the receiver's out of it), and beta is probed with one transfer
- * whose two ends each have a CPU; a host with p / crowd CPUs gives the
- * step's 2 m copies at most that many at once. 1 unless oversub: where
+ * whose two ends each have a CPU. The most crowded host holds its share
+ * of the step's 2 m copies and one CPU per `crowd` ranks, so the copies
+ * get at most 1 / (2 m crowd / p) of a CPU each. 1 unless oversub: where
  * every rank has a CPU the measured choices stand as they are. */
 static inline double coll_cpu_share(const coll_cost_in_t *c, double m)
 {

@@ -7,10 +7,13 @@
  *
  * Cost: ceil(log2 p) (alpha + n beta); where ranks share CPUs, step k's
  * min(2^k, p - 2^k) transfers share them (coll_cpu_share), which on
- * such a host makes it the cheapest tree at any size: the fewest copies
- * at once, and no chunk that waits for a descheduled rank to forward it.
+ * such a host makes it the cheapest tree from 64 KiB up (mailboxes take
+ * the smaller calls): the fewest copies at once. Measured it is, but for
+ * 512 KiB to 2 MiB with shared memory, where the chain was faster in
+ * most sets (docs/performance.md).
  * Latency-optimal, so the choice for small vectors; every step moves the
- * whole vector, so large ones do better with chain or scatter_allgather.
+ * whole vector, so large ones do better with chain or scatter_allgather
+ * where every rank has a CPU.
  * Any p, any root. No scratch.
  */
 #include "algorithms.h"

@@ -12,7 +12,7 @@
  * the choice for large vectors where every rank has a CPU. Where ranks
  * share CPUs its p - 1 links copy at once and each n beta term scales by
  * coll_cpu_share(min(p - 1, k)): 4 ranks on 2 CPUs, 16 MiB, it was the
- * slowest tree (1.15-1.25x binomial over TCP and shared memory). Any p,
+ * slowest tree (1.2-1.4x binomial over TCP and shared memory). Any p,
  * any root. No scratch.
  */
 #include "algorithms.h"
