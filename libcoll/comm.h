@@ -123,7 +123,7 @@ struct coll_comm {
     double alpha, beta;            /* the slowest transport in use */
     double gamma, copy;            /* reduction and memcpy, seconds per byte */
     int oversubscribed;            /* a host runs more ranks than its CPUs (agree_costs) */
-    double crowd;                  /* ranks per CPU on the most crowded host, at least 1 */
+    double crowd;                  /* ranks per CPU on the most crowded host (agree_costs) */
     uint32_t coll_seq;             /* collectives started */
     uint32_t split_seq;
 

@@ -559,9 +559,6 @@ START_TEST(test_rooted_crowded_bcast)
     c.crowd = 2;
     ck_assert_str_eq(cheapest_bcast(&c, 16 << 20), "binomial");
     ck_assert_str_eq(cheapest_bcast(&c, 4 << 20), "binomial");
-    /* a host with a CPU for every rank of the step: no share */
-    c.crowd = 0.5;
-    ck_assert_str_eq(cheapest_bcast(&c, 16 << 20), "chain");
 }
 END_TEST
 
