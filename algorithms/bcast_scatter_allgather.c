@@ -106,16 +106,17 @@ static void build(coll_sched_t *s)
 
 static double cost(const coll_cost_in_t *c)
 {
-    double q = c->p - 1, t = q * (c->alpha + c->n / c->p * c->beta * coll_cpu_share(c, c->p));
+    int p = (int)c->p;
+    double t = (c->p - 1) * (c->alpha + c->n / c->p * c->beta * coll_cpu_share(c, c->p));
+
+    if (p <= 1)
+        return 0;
     /* the scatter, masks from the largest: the root sends blocks [m, 2m)
-     * (clipped at p), and every multiple of 2m with a rank m above does
-     * the same at once */
-    for (double m = coll_pow2_floor((int)c->p - 1 > 0 ? (int)c->p - 1 : 1); m >= 1 && c->p > 1;
-         m /= 2) {
-        double senders = (double)(size_t)((c->p - m + 2 * m - 1) / (2 * m)); /* ceil */
-        t += c->alpha + c->n * (COLL_MIN(2 * m, c->p) - m) / c->p * c->beta *
-                            coll_cpu_share(c, senders);
-    }
+     * (clipped at p), and each of the ceil((p - m) / 2m) multiples of 2m
+     * with a rank m above does the same at once */
+    for (int m = coll_pow2_floor(p - 1); m >= 1; m /= 2)
+        t += c->alpha + c->n * (COLL_MIN(2 * m, p) - m) / c->p * c->beta *
+                            coll_cpu_share(c, (p + m - 1) / (2 * m));
     return t;
 }
 
