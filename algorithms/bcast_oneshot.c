@@ -8,8 +8,8 @@
  * copies one out. On a host with more ranks than CPUs add 2 (p-1) alpha
  * (coll_mbox_rooted_wait). Needs mailboxes toward every rank that hold the
  * vector. Any root; off the root the mailbox is read as soon as it is
- * written, so a root that runs ahead waits only when both slots of a
- * mailbox are full.
+ * written, so a root that runs ahead waits only when every slot of a
+ * mailbox is full.
  */
 #include "algorithms.h"
 

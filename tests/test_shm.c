@@ -14,7 +14,8 @@
  * left in /dev/shm after a normal exit, an abort or a killed job; and a
  * tiny /dev/shm gives a clear message and TCP. Mailboxes: the one-shot
  * all-reduce and barrier at 2-8 ranks (blocking, non-blocking beside
- * schedules, in place, every mailbox size up to the slot), refused with a reason over
+ * schedules, in place, every mailbox size up to the slot), a broadcast root
+ * as many calls ahead as a mailbox has slots, refused with a reason over
  * TCP, and a rank killed in the middle of it named within 10 s.
  */
 #include <dirent.h>
@@ -34,6 +35,7 @@
 
 #include "comm.h"
 #include "harness.h"
+#include "shm/shm.h"
 
 /* ---- point to point ------------------------------------------------------------ */
 
@@ -660,6 +662,55 @@ START_TEST(test_oneshot)
 }
 END_TEST
 
+/* A root runs as many small broadcasts ahead as a mailbox has slots: it
+ * makes them all before any other rank calls (the others wait for its
+ * word in the shared counter, arg), then each rank receives them in
+ * order. With fewer slots the root would wait for a release that cannot
+ * come, and the others' deadline fails the test. */
+static int rank_run_ahead(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    enum { AHEAD = SHM_MBOX_SLOTS, N = 5 };
+    int *counter = arg, v[N];
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    setenv("COLL_ALGO", "broadcast:oneshot", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+
+    for (int k = 0; k < AHEAD; k++) {
+        if (rank == 0) {
+            for (int i = 0; i < N; i++)
+                v[i] = k * 100 + i;
+        } else {
+            for (int t = 0; t < 10000 && !__atomic_load_n(counter, __ATOMIC_ACQUIRE); t++)
+                usleep(1000);
+            RANK_CHECK(__atomic_load_n(counter, __ATOMIC_ACQUIRE),
+                       "the root did not make %d broadcasts within 10 s before the others "
+                       "called", AHEAD);
+            memset(v, 0xff, sizeof(v));
+        }
+        RANK_OK(coll_broadcast(v, v, N, COLL_INT32, 0, comm));
+        for (int i = 0; i < N; i++)
+            RANK_CHECK(v[i] == k * 100 + i, "broadcast %d: element %d is %d, expected %d", k,
+                       i, v[i], k * 100 + i);
+    }
+    if (rank == 0)
+        __atomic_store_n(counter, 1, __ATOMIC_RELEASE);
+    RANK_OK(coll_barrier(comm));
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_run_ahead)
+{
+    int p = 2 + _i;
+    int *counter = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                        -1, 0);
+    ck_assert(counter != MAP_FAILED);
+    *counter = 0;
+    ck_assert_msg(harness_run(p, rank_run_ahead, counter, 60) == 0, "run ahead on %d ranks", p);
+    munmap(counter, sizeof(int));
+}
+END_TEST
+
 /* Over TCP there are no mailboxes: the forced algorithm says so. */
 static int rank_oneshot_tcp(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
@@ -802,6 +853,7 @@ static Suite *shm_suite(void)
     tc = tcase_create("mailbox");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_oneshot, 0, 7); /* 2 .. 8 ranks */
+    tcase_add_loop_test(tc, test_run_ahead, 0, 2); /* 2, 3 ranks */
     tcase_add_test(tc, test_oneshot_tcp);
     tcase_add_test(tc, test_oneshot_mismatch);
     tcase_add_loop_test(tc, test_oversubscribed, 0, 2);

@@ -20,12 +20,13 @@
  * progress plus the completion flag the callback sets).
  *
  * Mailboxes (optional; transports without them answer
- * COLL_ERR_UNSUPPORTED): per endpoint and direction two fixed slots in
- * memory both processes map, for the small messages of collectives that
- * run outside the schedule engine (algorithms/allreduce_oneshot.c). The
- * core numbers the messages of each direction 1, 2, 3, ... and keeps both
- * counters; message t goes to slot t % 2, which the writer may fill only
- * once the reader has released message t - 2. Nothing is matched or
+ * COLL_ERR_UNSUPPORTED): per endpoint and direction a few fixed slots
+ * (at least two) in memory both processes map, for the small messages of
+ * collectives that run outside the schedule engine
+ * (algorithms/allreduce_oneshot.c). The core numbers the messages of each
+ * direction 1, 2, 3, ... and keeps both counters; with k slots message t
+ * goes to slot t % k, which the writer may fill only once the reader has
+ * released message t - k (the put answers COLL_INPROGRESS until then). Nothing is matched or
  * queued, so a message costs one cache line or a few.
  *
  * Tables follow libfabric's rules: `size` first so the struct can grow,

@@ -119,6 +119,10 @@ typedef struct shm_seg_hdr {
  * sequence number shares the first cache line with its length and the
  * first 48 bytes of data, so that a small message is one line to move. */
 #define SHM_MBOX_BYTES (16u << 10)
+/* Slots per direction: how many calls a broadcast's root (or a reduce's
+ * leaves) may run ahead of a reader. Two held back-to-back small rooted
+ * calls to a lockstep; eight cost 200 KiB more per pair of ranks. */
+#define SHM_MBOX_SLOTS 8u
 
 typedef struct shm_mbox_slot {
     _Alignas(SHM_LINE) uint64_t seq; /* writer: the message it holds, stored last */
@@ -128,7 +132,7 @@ typedef struct shm_mbox_slot {
 
 typedef struct shm_mbox {
     _Alignas(SHM_LINE) uint64_t released; /* reader: messages read, ever */
-    shm_mbox_slot_t slot[2];
+    shm_mbox_slot_t slot[SHM_MBOX_SLOTS];
 } shm_mbox_t;
 
 /* Bytes before the ring data (page aligned), and a whole segment: header,
@@ -218,6 +222,7 @@ typedef struct shm_ep {
      * message mbox_want_in to arrive, or the release that lets message
      * mbox_want_out be written. */
     uint64_t mbox_want_in, mbox_want_out;
+    uint64_t mbox_released;   /* writer: the reader's `released` as last read */
     size_t max_payload;       /* per record */
     int pidfd;
     coll_ev_source_t pid_src;

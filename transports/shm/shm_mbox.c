@@ -1,13 +1,13 @@
 /*
  * shm_mbox.c: the mailboxes of a pair's segment (transport.h, shm.h).
  *
- * Writer: copy the data and length into slot t % 2, then store t in the
- * slot's seq. Reader: seq == t says message t is complete; after reading
- * it stores t in `released`, which lets the writer reuse the slot for
- * t + 2. Both stores go through shm_store_wake, and the idle hook looks
- * at what a call waits for (shm_ep_mbox_ready) after raising its `asleep`
- * flag: the same Dekker pairing as the rings, so a sleeping peer is always
- * woken.
+ * Writer: copy the data and length into slot t % SHM_MBOX_SLOTS, then
+ * store t in the slot's seq. Reader: seq == t says message t is complete;
+ * after reading it stores t in `released`, which lets the writer reuse
+ * the slot for t + SHM_MBOX_SLOTS. Both stores go through
+ * shm_store_wake, and the idle hook looks at what a call waits for
+ * (shm_ep_mbox_ready) after raising its `asleep` flag: the same Dekker
+ * pairing as the rings, so a sleeping peer is always woken.
  */
 #include "shm.h"
 
@@ -32,12 +32,18 @@ coll_status_t shm_ep_mbox_put(coll_tp_ep_t *tep, uint64_t seq, const void *buf, 
     if (len > SHM_MBOX_BYTES || seq == 0)
         return COLL_ERR_INVALID_ARG;
     shm_mbox_t *box = ep->mbox_out;
-    if (seq > 2 && __atomic_load_n(&box->released, __ATOMIC_ACQUIRE) < seq - 2) {
-        __atomic_store_n(&ep->mbox_want_out, seq, __ATOMIC_RELAXED);
-        return COLL_INPROGRESS;
+    /* the reader's counter is read only when the copy says the slot may
+     * be taken, so a writer running ahead does not pull that line over
+     * on every message */
+    if (seq > SHM_MBOX_SLOTS && ep->mbox_released < seq - SHM_MBOX_SLOTS) {
+        ep->mbox_released = __atomic_load_n(&box->released, __ATOMIC_ACQUIRE);
+        if (ep->mbox_released < seq - SHM_MBOX_SLOTS) {
+            __atomic_store_n(&ep->mbox_want_out, seq, __ATOMIC_RELAXED);
+            return COLL_INPROGRESS;
+        }
     }
     __atomic_store_n(&ep->mbox_want_out, 0, __ATOMIC_RELAXED);
-    shm_mbox_slot_t *slot = &box->slot[seq & 1];
+    shm_mbox_slot_t *slot = &box->slot[seq % SHM_MBOX_SLOTS];
     coll_copy(slot->data, buf, len);
     slot->len = len;
     shm_store_wake(ep, &slot->seq, seq);
@@ -49,7 +55,7 @@ coll_status_t shm_ep_mbox_get(coll_tp_ep_t *tep, uint64_t seq, const void **buf_
 {
     shm_ep_t *ep = (shm_ep_t *)tep;
     COLL_CHECK(usable(ep));
-    shm_mbox_slot_t *slot = &ep->mbox_in->slot[seq & 1];
+    shm_mbox_slot_t *slot = &ep->mbox_in->slot[seq % SHM_MBOX_SLOTS];
     if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != seq) {
         __atomic_store_n(&ep->mbox_want_in, seq, __ATOMIC_RELAXED);
         return COLL_INPROGRESS;
@@ -83,7 +89,7 @@ int shm_ep_mbox_ready(const shm_ep_t *ep)
     uint64_t in = __atomic_load_n(&ep->mbox_want_in, __ATOMIC_RELAXED);
     uint64_t out = __atomic_load_n(&ep->mbox_want_out, __ATOMIC_RELAXED);
 
-    if (in && __atomic_load_n(&ep->mbox_in->slot[in & 1].seq, __ATOMIC_SEQ_CST) == in)
+    if (in && __atomic_load_n(&ep->mbox_in->slot[in % SHM_MBOX_SLOTS].seq, __ATOMIC_SEQ_CST) == in)
         return 1;
-    return out && __atomic_load_n(&ep->mbox_out->released, __ATOMIC_SEQ_CST) >= out - 2;
+    return out && __atomic_load_n(&ep->mbox_out->released, __ATOMIC_SEQ_CST) >= out - SHM_MBOX_SLOTS;
 }
