@@ -999,8 +999,7 @@ static coll_status_t agree_costs(struct coll_comm *comm)
     comm->mbox_bytes = p > 1 ? (size_t)mine[4] : 0;
     if (st == COLL_OK) {
         comm->crowd = crowding(comm, in, ROW, NV);
-        comm->oversubscribed = comm->crowd > 1;
-        if (comm->oversubscribed)
+        if (comm->crowd > 1)
             snprintf(crowded, sizeof(crowded), "; a host has %.2g ranks per CPU", comm->crowd);
     }
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d: cost model (max over ranks): alpha %.2f us, beta "
