@@ -650,15 +650,20 @@ static int rank_oneshot(int rank, int nranks, const coll_unique_id_t *id, void *
     return 0;
 }
 
-START_TEST(test_oneshot)
+/* Run fn on p ranks with a zeroed int that all of them share (its arg). */
+static void run_with_counter(int p, harness_rank_fn fn, const char *what)
 {
-    int p = 2 + _i;
     int *counter = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                         -1, 0);
     ck_assert(counter != MAP_FAILED);
     *counter = 0;
-    ck_assert_msg(harness_run(p, rank_oneshot, counter, 60) == 0, "oneshot on %d ranks", p);
+    ck_assert_msg(harness_run(p, fn, counter, 60) == 0, "%s on %d ranks", what, p);
     munmap(counter, sizeof(int));
+}
+
+START_TEST(test_oneshot)
+{
+    run_with_counter(2 + _i, rank_oneshot, "oneshot");
 }
 END_TEST
 
@@ -701,13 +706,7 @@ static int rank_run_ahead(int rank, int nranks, const coll_unique_id_t *id, void
 
 START_TEST(test_run_ahead)
 {
-    int p = 2 + _i;
-    int *counter = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                        -1, 0);
-    ck_assert(counter != MAP_FAILED);
-    *counter = 0;
-    ck_assert_msg(harness_run(p, rank_run_ahead, counter, 60) == 0, "run ahead on %d ranks", p);
-    munmap(counter, sizeof(int));
+    run_with_counter(2 + _i, rank_run_ahead, "run ahead");
 }
 END_TEST
 
