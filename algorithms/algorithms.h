@@ -27,8 +27,8 @@ typedef struct coll_cost_in {
     double copy;    /* seconds per byte of a local copy */
     double chunk;   /* pipeline chunk, bytes */
     int det;        /* COLL_DETERMINISTIC: cost the deterministic form */
-    int oversub;    /* a host runs more ranks than it has CPUs for them */
-    double crowd;   /* ranks per CPU on the most crowded host (above 1 with oversub) */
+    double crowd;   /* ranks per CPU on the most crowded host; above 1: some
+                       host runs more ranks than it has CPUs for them */
 } coll_cost_in_t;
 
 typedef struct coll_algo {
@@ -130,12 +130,12 @@ static inline double coll_log2(double p)
  * ring, the receiver's out of it), and beta is probed with one transfer
  * whose two ends each have a CPU. The most crowded host holds its share
  * of the step's 2 m copies and one CPU per `crowd` ranks, so the copies
- * get at most 1 / (2 m crowd / p) of a CPU each. 1 unless oversub: where
+ * get at most 1 / (2 m crowd / p) of a CPU each. 1 unless crowd > 1: where
  * every rank has a CPU the measured choices stand as they are. */
 static inline double coll_cpu_share(const coll_cost_in_t *c, double m)
 {
     double f = c->p > 0 ? 2 * m * c->crowd / c->p : 1;
-    return c->oversub && f > 1 ? f : 1;
+    return c->crowd > 1 && f > 1 ? f : 1;
 }
 
 /* Scratch bytes of the deterministic halving forms (allreduce butterfly,
@@ -211,12 +211,13 @@ coll_status_t coll_mbox_exchange(coll_sched_t *s, const void *base, size_t strid
  * Each call waits on particular ranks (the root for a free slot, a leaf
  * for the root's message), which then often are not running: a switch to
  * each and back, where messages let ranks run ahead through the
- * transport's buffers. 4 ranks on 2 CPUs, 64 B: 1.4 us a call against
- * 0.4-0.6 us with the trees; the reduce is 2.6x faster at 4 KiB, all are
- * faster at 16 KiB. */
+ * transport's buffers. 4 ranks on 2 CPUs, 64 B, with two mailbox slots:
+ * 1.4 us a call against 0.4-0.6 us with the trees (with eight, whose
+ * root runs further ahead, the broadcast's 0.78 against 0.83); the
+ * reduce is 2.6x faster at 4 KiB, all are faster at 16 KiB. */
 static inline double coll_mbox_rooted_wait(const coll_cost_in_t *c)
 {
-    return c->oversub ? 2 * (c->p - 1) * c->alpha : 0;
+    return c->crowd > 1 ? 2 * (c->p - 1) * c->alpha : 0;
 }
 
 /* Release every other rank's message (after coll_mbox_exchange). */
@@ -233,6 +234,12 @@ coll_status_t coll_mbox_combine(coll_sched_t *s, void *dst, const void *own, siz
  * step gets the copy as its arg; otherwise its arg is NULL. */
 void coll_mbox_combine_step(coll_sched_t *s, coll_sched_poll_fn poll, const void *own,
                             int in_place);
+/* The build of the copying mailbox forms: nothing for count 0; else,
+ * when copy_own, block dst_block of dst = block src_block of src (blocks
+ * of count elements), and the poll step (arg NULL) beside it: the two
+ * touch different blocks. */
+void coll_mbox_copy_step(coll_sched_t *s, coll_sched_poll_fn poll, int copy_own, void *dst,
+                         size_t dst_block, const void *src, size_t src_block);
 /* Inside a poll function: once a block (count elements) from every other
  * rank k is there, copy each to block k of recvbuf and release them all;
  * COLL_INPROGRESS, with nothing copied, before. */

@@ -27,15 +27,10 @@ static coll_status_t poll(coll_sched_t *s, void *arg, uint32_t *step)
 static void build(coll_sched_t *s)
 {
     const coll_args_t *a = coll_sched_args(s);
-    size_t bytes = a->count * a->esize;
     int r = coll_sched_rank(s);
 
-    if (a->count == 0)
-        return;
-    if (r == a->root && !a->in_place)
-        coll_sched_copy(s, COLL_PTR(a->recvbuf, (size_t)r * a->count, a->esize), a->sendbuf,
-                        bytes, COLL_NODEPS);
-    coll_sched_poll(s, poll, NULL, COLL_NODEPS);
+    coll_mbox_copy_step(s, poll, r == a->root && !a->in_place, a->recvbuf, (size_t)r,
+                        a->sendbuf, 0);
 }
 
 static double cost(const coll_cost_in_t *c)

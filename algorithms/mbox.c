@@ -125,6 +125,20 @@ int coll_mbox_usable_count(const coll_args_t *a, int nranks, const char **why)
     return coll_mbox_usable(a, nranks, a->count * a->esize, why);
 }
 
+void coll_mbox_copy_step(coll_sched_t *s, coll_sched_poll_fn poll, int copy_own, void *dst,
+                         size_t dst_block, const void *src, size_t src_block)
+{
+    const coll_args_t *a = coll_sched_args(s);
+
+    if (a->count == 0)
+        return;
+    if (copy_own)
+        coll_sched_copy(s, COLL_PTR(dst, dst_block * a->count, a->esize),
+                        COLL_PTR(src, src_block * a->count, a->esize), a->count * a->esize,
+                        COLL_NODEPS);
+    coll_sched_poll(s, poll, NULL, COLL_NODEPS);
+}
+
 void coll_mbox_combine_step(coll_sched_t *s, coll_sched_poll_fn poll, const void *own,
                             int in_place)
 {

@@ -169,7 +169,6 @@ static void cost_inputs(struct coll_comm *comm, const coll_args_t *a, coll_cost_
     c->copy = comm->copy;
     c->chunk = (double)chunk;
     c->det = a->deterministic;
-    c->oversub = comm->crowd > 1;
     c->crowd = comm->crowd;
 }
 

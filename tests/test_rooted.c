@@ -514,10 +514,10 @@ START_TEST(test_rooted_oversubscribed_cost)
         const coll_algo_t *tree = coll_algo_find(cases[i].coll, "binomial");
         ck_assert(mbox && tree);
         c.n = cases[i].n;
-        c.oversub = 0;
+        c.crowd = 1;
         ck_assert_msg(mbox->cost(&c) < tree->cost(&c), "%s: oneshot should win with a CPU "
                       "per rank", coll_coll_name(cases[i].coll));
-        c.oversub = 1;
+        c.crowd = 2;
         ck_assert_msg(mbox->cost(&c) > tree->cost(&c), "%s: binomial should win with more "
                       "ranks than CPUs", coll_coll_name(cases[i].coll));
     }
@@ -555,7 +555,6 @@ START_TEST(test_rooted_crowded_bcast)
 
     ck_assert_str_eq(cheapest_bcast(&c, 16 << 20), "chain");
     ck_assert_str_eq(cheapest_bcast(&c, 64), "binomial");
-    c.oversub = 1;
     c.crowd = 2;
     ck_assert_str_eq(cheapest_bcast(&c, 16 << 20), "binomial");
     ck_assert_str_eq(cheapest_bcast(&c, 4 << 20), "binomial");
