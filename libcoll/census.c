@@ -46,9 +46,9 @@ static void hear_answers(struct coll_comm *comm, coll_census_t *c, uint64_t dead
         if (comm->error != COLL_OK || all_heard(c, comm->nranks, comm->rank))
             break;
         comm->leader_asleep = 1;
-        pthread_mutex_unlock(&comm->lock);
+        coll_comm_unlock(comm);
         coll_evloop_sleep(comm->ev, coll_ms_until(deadline_ns, 10));
-        pthread_mutex_lock(&comm->lock);
+        coll_comm_lock(comm);
         comm->leader_asleep = 0;
     }
 }

@@ -134,17 +134,17 @@ coll_status_t coll_comm_enter(struct coll_comm *comm, const char *fn, int allow_
     if (comm_magic(comm) == COLL_COMM_MAGIC_DEAD) {
         coll_status_t st = coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_COMM,
                                       "%s: the communicator was destroyed or aborted", fn);
-        pthread_mutex_lock(&comm->lock);
+        coll_comm_lock(comm);
         snprintf(comm->lasterr, sizeof(comm->lasterr), "%s", coll_error_thread());
-        pthread_mutex_unlock(&comm->lock);
+        coll_comm_unlock(comm);
         return st;
     }
     if (comm_magic(comm) != COLL_COMM_MAGIC_LIVE)
         return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_COMM,
                           "%s: %p is not a libcoll communicator", fn, (void *)comm);
-    pthread_mutex_lock(&comm->lock);
+    coll_comm_lock(comm);
     if (comm->state == COLL_COMM_DEAD) {
-        pthread_mutex_unlock(&comm->lock);
+        coll_comm_unlock(comm);
         return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_COMM,
                           "%s: the communicator was destroyed or aborted", fn);
     }
@@ -152,10 +152,12 @@ coll_status_t coll_comm_enter(struct coll_comm *comm, const char *fn, int allow_
         coll_status_t st = comm->error;
         snprintf(comm->lasterr, sizeof(comm->lasterr), "%s", comm->errmsg);
         coll_error_set_thread(comm->errmsg);
-        pthread_mutex_unlock(&comm->lock);
+        coll_comm_unlock(comm);
         return st;
     }
     comm->active_calls++;
+    if (!allow_failed) /* a call that works on it, not a query, destroy or abort */
+        coll_comm_claim_bias(&comm->bias);
     return COLL_OK;
 }
 
@@ -163,7 +165,7 @@ void coll_comm_exit(struct coll_comm *comm)
 {
     if (--comm->active_calls <= 1)
         pthread_cond_broadcast(&comm->idle);
-    pthread_mutex_unlock(&comm->lock);
+    coll_comm_unlock(comm);
 }
 
 /* ---- progress and waiting ------------------------------------------------------ */
@@ -286,18 +288,6 @@ void coll_comm_wake_waiters(struct coll_comm *comm)
         coll_evloop_wake(comm->ev);
 }
 
-/* Wait on cond for at most `ms` milliseconds (the condition variable
- * uses CLOCK_MONOTONIC, see comm_alloc). */
-static void cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *lock, int ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += (long)ms * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(cond, lock, &ts);
-}
-
 static int all_done(int n, struct coll_request **reqs)
 {
     for (int i = 0; i < n; i++)
@@ -382,13 +372,14 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
         }
         if (!lead) {
             comm->nfollowers++;
-            cond_wait_ms(&comm->progress_cond, &comm->lock, COLL_SLEEP_CAP_MS);
+            coll_comm_cond_wait(&comm->lock, &comm->bias, &comm->progress_cond,
+                                COLL_SLEEP_CAP_MS);
             comm->nfollowers--;
         } else if (now >= spin_until) {
             comm->leader_asleep = 1;
-            pthread_mutex_unlock(&comm->lock);
+            coll_comm_unlock(comm);
             coll_evloop_sleep(comm->ev, COLL_SLEEP_CAP_MS);
-            pthread_mutex_lock(&comm->lock);
+            coll_comm_lock(comm);
             comm->leader_asleep = 0;
         } else {
             /* spinning: a peer process waiting for this core (a busy or
@@ -473,6 +464,7 @@ static coll_status_t comm_alloc(const coll_init_args_t *a, struct coll_comm **co
         return coll_error(COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "cannot allocate a communicator");
     comm->magic = COLL_COMM_MAGIC_LIVE;
     pthread_mutex_init(&comm->lock, NULL);
+    coll_comm_bias_init(&comm->bias, a->rank);
     pthread_condattr_t attr; /* timed waits use the monotonic clock */
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -1030,11 +1022,11 @@ coll_status_t coll_comm_init_internal(const coll_init_args_t *a, struct coll_com
     coll_measure_local_costs(&comm->gamma, &comm->copy);
     comm->state = COLL_COMM_LIVE;
     /* waits release and retake the lock: hold it like any call does */
-    pthread_mutex_lock(&comm->lock);
+    coll_comm_lock(comm);
     st = link_costs(comm);
     if (st == COLL_OK)
         st = agree_costs(comm);
-    pthread_mutex_unlock(&comm->lock);
+    coll_comm_unlock(comm);
     if (st != COLL_OK)
         goto out;
     comm->parent_abort = NULL; /* created: its life is its own now */
@@ -1094,9 +1086,9 @@ static void comm_leave(struct coll_comm *comm)
         if (!busy)
             return;
         comm->leader_asleep = 1;
-        pthread_mutex_unlock(&comm->lock);
+        coll_comm_unlock(comm);
         coll_evloop_sleep(comm->ev, 1);
-        pthread_mutex_lock(&comm->lock);
+        coll_comm_lock(comm);
         comm->leader_asleep = 0;
     }
     if (comm->state == COLL_COMM_LIVE && !comm->abort_requested)
@@ -1144,7 +1136,7 @@ coll_status_t coll_comm_abort(coll_comm_t comm)
     deadline = coll_time_ns() + COLL_ABORT_WAIT_NS;
     while (comm->active_calls > 1 && coll_time_ns() < deadline) {
         coll_comm_wake_waiters(comm);
-        cond_wait_ms(&comm->idle, &comm->lock, 10);
+        coll_comm_cond_wait(&comm->lock, &comm->bias, &comm->idle, 10);
     }
     if (comm->active_calls > 1) {
         COLL_WARN(COLL_SUBSYS_INIT, "rank %d: abort: %d calls did not return within 5 s; "

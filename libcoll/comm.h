@@ -3,9 +3,10 @@
  * algorithms are written against (see algorithms/algorithms.h).
  *
  * Locking: every public call enters the communicator (comm_enter), which
- * takes comm->lock and counts the call in comm->active_calls. The lock is
- * released only while a waiting thread sleeps, so all transport state is
- * touched under it. A communicator handle is never
+ * takes its lock (comm_lock.h: a mutex, biased to the thread that uses
+ * the communicator) and counts the call in comm->active_calls. The lock
+ * is released only while a waiting thread sleeps, so all transport state
+ * is touched under it. A communicator handle is never
  * freed: after destroy or abort it stays as a small tombstone whose magic
  * says DEAD, so a late call gets COLL_ERR_INVALID_COMM instead of a crash,
  * and a request that outlives its communicator can still be completed.
@@ -16,6 +17,7 @@
 #include <pthread.h>
 
 #include "bootstrap.h"
+#include "comm_lock.h"
 #include "error.h"
 #include "transport.h"
 
@@ -57,7 +59,8 @@ typedef struct coll_peer {
 struct coll_comm {
     uint64_t magic;
     struct coll_comm *next_handle; /* every handle ever returned (tombstones) */
-    pthread_mutex_t lock;
+    pthread_mutex_t lock;          /* with bias: coll_comm_lock/unlock only */
+    coll_comm_bias_t bias;
     pthread_cond_t idle;           /* active_calls dropped (abort waits on it) */
     int active_calls;
     int abort_requested;           /* atomic */

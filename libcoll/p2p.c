@@ -325,7 +325,7 @@ static coll_status_t check_request(const char *fn, coll_request_t *request)
  * handle is a tombstone whose lock stays valid, and the request is done. */
 static void enter_for_request(struct coll_comm *comm)
 {
-    pthread_mutex_lock(&comm->lock);
+    coll_comm_lock(comm);
     comm->active_calls++;
 }
 
@@ -438,9 +438,9 @@ static coll_status_t wait_many(int count, coll_request_t requests[])
             return failed;
         enter_for_request(sleep_on);
         if (sleep_on->ev && sleep_on->state != COLL_COMM_DEAD) {
-            pthread_mutex_unlock(&sleep_on->lock);
+            coll_comm_unlock(sleep_on);
             coll_evloop_sleep(sleep_on->ev, 1);
-            pthread_mutex_lock(&sleep_on->lock);
+            coll_comm_lock(sleep_on);
         }
         coll_comm_exit(sleep_on);
     }

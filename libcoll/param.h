@@ -91,6 +91,10 @@ typedef enum coll_param_type {
       "last data moved before it sleeps in the kernel. Steps of mid-size collectives "   \
       "with more ranks than cores wait longer than 20us: sleeping then costs a wake-up " \
       "per step")                                                                         \
+    X(LOCK_BIAS, COLL_PARAM_BOOL, "1",                                                  \
+      "Let the first thread that moves data through a communicator enter it without "    \
+      "locked instructions; another thread calling in turns this off for that "          \
+      "communicator (membarrier(2)). 0: a mutex on every call")                          \
     X(RECV_REDUCE, COLL_PARAM_BOOL, "1",                                                \
       "Reduce data as it arrives where the transport allows it (shared memory: "         \
       "straight from the ring, or a cache-sized piece at a time from the peer's memory) " \

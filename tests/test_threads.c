@@ -8,12 +8,16 @@
  * during destroy, each returning within 5 s with the process's threads and
  * file descriptors back to their count before, and a new communicator
  * working afterwards (leaks: the suite also runs under LeakSanitizer).
+ * And the communicator's lock, biased to the first thread that calls
+ * (libcoll/comm_lock.h), keeps a second thread out while the first holds
+ * it, and is a mutex for both from then on.
  */
 #include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "harness.h"
 
 #define ROUNDS 300
@@ -105,6 +109,62 @@ static int rank_shared_comm(int rank, int nranks, const coll_unique_id_t *id, vo
 START_TEST(test_shared_comm_threads)
 {
     ck_assert_int_eq(harness_run(2, rank_shared_comm, NULL, 60), 0);
+}
+END_TEST
+
+/* ---- the lock's bias ---------------------------------------------------------- */
+
+typedef struct holder {
+    coll_comm_t comm;
+    int inside;     /* atomic: the first thread holds the lock */
+    int saw_inside; /* the second thread got the lock while the first held it */
+} holder_t;
+
+static void *take_lock(void *arg)
+{
+    holder_t *h = arg;
+    coll_comm_lock(h->comm);
+    h->saw_inside = __atomic_load_n(&h->inside, __ATOMIC_ACQUIRE);
+    coll_comm_unlock(h->comm);
+    return NULL;
+}
+
+/* The thread that calls first holds the lock through the bias; a second
+ * thread asks for it while it is held (for 200 ms) and must wait; then the
+ * first thread's holds are the mutex too. */
+static int rank_lock_bias(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    holder_t h = {comm, 0, 0};
+    pthread_t t;
+    (void)arg;
+
+    RANK_OK(coll_barrier(comm)); /* claims the bias */
+    if (!comm->bias.allowed && rank == 0)
+        printf("test_threads: lock bias: skipped: this build or kernel locks with a mutex "
+               "(ThreadSanitizer, or no membarrier(2)); only mutual exclusion is checked\n");
+    coll_comm_lock(comm);
+    RANK_CHECK(!comm->bias.allowed || comm->bias.held,
+               "the calling thread's hold did not come through the bias");
+    __atomic_store_n(&h.inside, 1, __ATOMIC_RELEASE);
+    RANK_CHECK(pthread_create(&t, NULL, take_lock, &h) == 0, "pthread_create");
+    usleep(200 * 1000);
+    __atomic_store_n(&h.inside, 0, __ATOMIC_RELEASE);
+    coll_comm_unlock(comm);
+    pthread_join(t, NULL);
+    RANK_CHECK(!h.saw_inside, "a second thread took the lock while the first held it");
+    coll_comm_lock(comm);
+    RANK_CHECK(!comm->bias.held, "the first thread still enters through the bias after a "
+               "second thread took the lock");
+    coll_comm_unlock(comm);
+    RANK_OK(coll_barrier(comm));
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_lock_bias)
+{
+    ck_assert_int_eq(harness_run(2, rank_lock_bias, NULL, 30), 0);
 }
 END_TEST
 
@@ -388,9 +448,9 @@ END_TEST
 static Suite *threads_suite(void)
 {
     Suite *s = suite_create("threads");
-    const char *names[] = {"two comms", "shared comm", "abort"};
+    const char *names[] = {"two comms", "shared comm", "lock bias", "abort"};
     const TTest *tests[] = {test_two_comms_two_threads, test_shared_comm_threads,
-                            test_abort_from_thread};
+                            test_lock_bias, test_abort_from_thread};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         TCase *tc = tcase_create(names[i]);
         tcase_set_timeout(tc, 90);
