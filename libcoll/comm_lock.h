@@ -5,9 +5,9 @@
  * thread two locked instructions per call, and each waits for the call's
  * stores (the peer's mailbox line, say) to leave the core: on 2 ranks
  * with shared memory, a tenth of a small broadcast (docs/performance.md).
- * So the first thread that makes a call which moves data owns a bias: it
- * enters by storing bias.in = 1 and reading bias.revoked, plain
- * instructions. Any other thread that wants the lock takes the mutex,
+ * So the first thread that makes a call other than a query, destroy or
+ * abort owns a bias: from its next call on it enters by storing bias.in =
+ * 1 and reading bias.revoked, plain instructions. Any other thread that wants the lock takes the mutex,
  * sets bias.revoked, and issues membarrier(2), which runs a full barrier
  * on every CPU running a thread of this process: after it, either the
  * owner's store of bias.in is visible (and the other thread waits for it
@@ -41,8 +41,8 @@ extern __thread char coll_thread_token;
 void coll_comm_bias_init(coll_comm_bias_t *bias, int rank);
 /* The mutex, revoking another thread's bias. */
 void coll_comm_lock_slow(pthread_mutex_t *mutex, coll_comm_bias_t *bias);
-/* Called holding the lock by a call that moves data: the first such
- * thread owns the bias from its next call on. */
+/* Called holding the lock by every call but a query, destroy or abort:
+ * the first such thread owns the bias from its next call on. */
 void coll_comm_claim_bias(coll_comm_bias_t *bias);
 
 static inline void coll_comm_lock_raw(pthread_mutex_t *mutex, coll_comm_bias_t *bias)
@@ -76,9 +76,9 @@ static inline void coll_comm_unlock_raw(pthread_mutex_t *mutex, coll_comm_bias_t
 
 /* Wait on `cond` (a CLOCK_MONOTONIC condition variable) for at most `ms`
  * milliseconds with the lock released. A hold through the bias has no
- * mutex for the condition variable to release: it sleeps `ms` without
- * the lock instead (a second thread, the only one that could signal,
- * revokes the bias first, so this is the rare case). */
+ * mutex for the condition variable to release: it sleeps up to 1 ms
+ * without the lock instead (a second thread, the only one that could
+ * signal, revokes the bias first, so this is the rare case). */
 void coll_comm_cond_wait(pthread_mutex_t *mutex, coll_comm_bias_t *bias, pthread_cond_t *cond,
                          int ms);
 
