@@ -5,7 +5,8 @@
 #   bench/compare.sh [--np 2,4] [--coll all_reduce[,all_gather,...|all|p2p]]
 #                    [--transport tcp|shm|any] [-b 16] [-e 64M] [-f 4] [--reps 3]
 #                    [--libs libcoll,openmpi,mpich,gloo] [--inplace]
-#                    [-n 20] [-w 5] [--p2p-sizes 1:4M] [--timeout 300] [--bind core|none]
+#                    [-n 20] [-w 5] [--p2p-sizes 1:4M] [--timeout 300]
+#                    [--bind auto|core|none]
 #                    [--out DIR] [--build DIR] [--verdict] [--report]
 #
 # Default sweep (make compare): all_reduce, float sum, out of place, over
@@ -39,9 +40,10 @@
 #     binds rank i to the i-th CPU this script may use, round robin when
 #     there are more ranks than CPUs (libcoll: collrun --bind-to core; Open
 #     MPI --map-by core:OVERSUBSCRIBE --bind-to core:overload-allowed;
-#     MPICH -bind-to core; Gloo: taskset); none (default) leaves placement
-#     to the kernel (Open MPI --bind-to none; collrun, MPICH and Gloo
-#     unbound by default).
+#     MPICH -bind-to core; Gloo: taskset); none leaves placement to the
+#     kernel (collrun and Open MPI --bind-to none; MPICH and Gloo unbound);
+#     auto (default) is core from 2 ranks up to as many as those CPUs and
+#     none otherwise, as collrun's own default.
 #   - Transport class, forced on every side:
 #       tcp  libcoll -T tcp; Open MPI --mca pml ob1 --mca btl tcp,self
 #            --mca btl_tcp_if_include lo; MPICH MPIR_CVAR_NOLOCAL=1
@@ -98,7 +100,7 @@ FACTOR="4"
 REPS=3
 LIBS="$ALL_LIBS"
 INPLACE=0
-BIND=none
+BIND=auto
 ITERS=20
 WARMUP=5
 RUN_TIMEOUT=300
@@ -167,7 +169,7 @@ parse_args() {
     *) die "--transport is tcp, shm, any, ofi-tcp or ofi-shm" ;;
     esac
     case "$REPS" in '' | *[!0-9]* | 0) die "--reps takes a positive number" ;; esac
-    case "$BIND" in core | none) ;; *) die "--bind is core or none" ;; esac
+    case "$BIND" in auto | core | none) ;; *) die "--bind is auto, core or none" ;; esac
     case "$RUN_TIMEOUT" in '' | *[!0-9]*) die "--timeout takes whole seconds" ;; esac
     for c in $COLLS; do
         case " $ALL_COLLS $ALL_P2P " in *" $c "*) ;; *) die "unknown collective '$c'" ;; esac
@@ -225,19 +227,28 @@ own_cpus() {
     done
 }
 
+# placement NP: core or none, what --bind means for a run of NP ranks.
+placement() {
+    local ncpus
+    [ "$BIND" = auto ] || { echo "$BIND"; return; }
+    ncpus=$(own_cpus | wc -l)
+    if [ "$1" -ge 2 ] && [ "$1" -le "$ncpus" ]; then echo core; else echo none; fi
+}
+
 # gloo_job NP LOG ARGS...: Gloo has no launcher, so start NP gloo_perf
 # processes that meet in a fresh FileStore directory. When one fails, the
 # others are stopped at once rather than left waiting for Gloo's timeout.
-# With --bind core, rank r runs on the (r mod CPUs)-th CPU, as collrun's.
+# Placed on cores, rank r runs on the (r mod CPUs)-th CPU, as collrun's.
 gloo_job() {
     local np="$1" log="$2" r rc=0 stop=0 st p
     local -a left still cpus pin=()
     shift 2
     mapfile -t cpus < <(own_cpus)
+    [ "$(placement "$np")" = core ] || cpus=()
     GLOO_STORE="$(mktemp -d "${TMPDIR:-/tmp}/compare-gloo.XXXXXX")" || return 1
     CHILDREN=()
     for ((r = 0; r < np; r++)); do
-        [ "$BIND" = core ] && [ ${#cpus[@]} -gt 0 ] && pin=(taskset -c "${cpus[r % ${#cpus[@]}]}")
+        [ ${#cpus[@]} -gt 0 ] && pin=(taskset -c "${cpus[r % ${#cpus[@]}]}")
         timeout -k 10 "$RUN_TIMEOUT" "${pin[@]}" "$BUILD/peers/gloo_perf" --rank "$r" --nranks "$np" \
             --store "$GLOO_STORE" "$@" </dev/null >"$log.rank$r" 2>&1 &
         CHILDREN+=($!)
@@ -439,8 +450,10 @@ run_one() { # LIB COLL NP REP
     local lib="$1" coll="$2" np="$3" rep="$4"
     local tag="${lib}_${coll}_${TRANSPORT}_np${np}_r${rep}"
     local csv="$RAW/$tag.csv" log="$RAW/$tag.log"
-    local why status rc t0 wall note=""
+    local why status rc t0 wall note="" place
     local -a args
+
+    place=$(placement "$np")
 
     why="$(why_not "$lib" "$coll")"
     if [ -n "$why" ]; then
@@ -457,7 +470,7 @@ run_one() { # LIB COLL NP REP
         mapfile -t args < <(libcoll_args "$coll" "$csv")
         local -a ofi=()
         [ "${TRANSPORT#ofi-}" != "$TRANSPORT" ] && ofi=(COLL_OFI_PROVIDER="${TRANSPORT#ofi-}")
-        bounded "$log" env "${ofi[@]}" "$BUILD/bin/collrun" -n "$np" --bind-to "$BIND" \
+        bounded "$log" env "${ofi[@]}" "$BUILD/bin/collrun" -n "$np" --bind-to "$place" \
             "$BUILD/bin/$(libcoll_bin "$coll")" "${args[@]}"
         ;;
     openmpi)
@@ -472,7 +485,7 @@ run_one() { # LIB COLL NP REP
                 -x FI_PROVIDER="${TRANSPORT#ofi-}") ;;
         esac
         local -a bind=(--bind-to none)
-        [ "$BIND" = core ] && bind=(--map-by core:OVERSUBSCRIBE --bind-to core:overload-allowed)
+        [ "$place" = core ] && bind=(--map-by core:OVERSUBSCRIBE --bind-to core:overload-allowed)
         bounded "$log" mpirun.openmpi --allow-run-as-root --oversubscribe "${bind[@]}" \
             -np "$np" "${mca[@]}" "$BUILD/peers/mpi_perf.openmpi" "${args[@]}"
         ;;
@@ -482,7 +495,7 @@ run_one() { # LIB COLL NP REP
         local -a envs=(MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo)
         [ "$TRANSPORT" = tcp ] || envs=()
         local -a bind=()
-        [ "$BIND" = core ] && bind=(-bind-to core)
+        [ "$place" = core ] && bind=(-bind-to core)
         bounded "$log" env "${envs[@]}" mpirun.mpich "${bind[@]}" -np "$np" \
             "$BUILD/peers/mpi_perf.mpich" "${args[@]}"
         ;;

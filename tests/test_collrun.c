@@ -478,21 +478,43 @@ static int own_cpus(int *cpus, int max)
     return n;
 }
 
-/* Each rank prints the CPUs it may run on, as the kernel lists them
- * (bind NULL: collrun's default). */
-static char *bound_lists(const char *dir, const char *bind)
+/* Each rank of `np` prints the CPUs it may run on, as the kernel lists
+ * them (bind NULL: collrun's default). */
+static char *bound_lists(const char *dir, const char *bind, int np)
 {
-    const char *args[] = {"--bind-to", bind, "-n", "5", "--tag-output", "/bin/sh", "-c",
+    char n[16];
+    const char *args[] = {"--bind-to", bind, "-n", n, "--tag-output", "/bin/sh", "-c",
                           "grep Cpus_allowed_list /proc/self/status", NULL};
+
+    snprintf(n, sizeof(n), "%d", np);
     ck_assert_int_eq(collrun_run(dir, bind ? args : args + 2).code, 0);
     return slurp(dir, "run.out");
 }
 
-/* core: local rank i on the i-th CPU of collrun's own, round robin; none
- * (the default): every rank keeps them all. */
+/* Checks that each of `np` ranks run with `bind` got the i-th of `cpus`
+ * (round robin), or, with `all` not NULL, kept the whole list `all`. */
+static void check_bound(const char *dir, const char *bind, int np, const int *cpus, int n,
+                        const char *all)
+{
+    char want[96], *out = bound_lists(dir, bind, np);
+
+    for (int rank = 0; rank < np; rank++) {
+        if (all)
+            snprintf(want, sizeof(want), "[%d] Cpus_allowed_list:\t%s\n", rank, all);
+        else
+            snprintf(want, sizeof(want), "[%d] Cpus_allowed_list:\t%d\n", rank, cpus[rank % n]);
+        ck_assert_msg(count_str(out, want) == 1, "--bind-to %s, -n %d, %d CPUs: no '%s' in: %s",
+                      bind ? bind : "(default)", np, n, want, out);
+    }
+    free(out);
+}
+
+/* core: local rank i on the i-th CPU of collrun's own, round robin; none:
+ * every rank keeps them all; auto (the default): core from 2 ranks up to
+ * as many as those CPUs, none otherwise. */
 START_TEST(test_bind_to)
 {
-    char dir[64], want[96], all[64] = "", *out;
+    char dir[64], all[64] = "";
     int cpus[CPU_SETSIZE], n = own_cpus(cpus, CPU_SETSIZE);
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
@@ -503,19 +525,19 @@ START_TEST(test_bind_to)
             break;
     fclose(f);
     harness_tmpdir_make(dir, sizeof(dir), "collrun-test");
-    out = bound_lists(dir, "core");
-    for (int rank = 0; rank < 5; rank++) {
-        snprintf(want, sizeof(want), "[%d] Cpus_allowed_list:\t%d\n", rank, cpus[rank % n]);
-        ck_assert_msg(count_str(out, want) == 1, "%d CPUs; no '%s' in: %s", n, want, out);
-    }
-    free(out);
+    check_bound(dir, "core", 5, cpus, n, NULL);
+    check_bound(dir, "core", 1, cpus, n, NULL);
+    check_bound(dir, "none", 5, cpus, n, all);
     for (int k = 0; k < 2; k++) {
-        out = bound_lists(dir, k ? "none" : NULL);
-        for (int rank = 0; rank < 5; rank++) {
-            snprintf(want, sizeof(want), "[%d] Cpus_allowed_list:\t%s\n", rank, all);
-            ck_assert_msg(count_str(out, want) == 1, "no '%s' in: %s", want, out);
-        }
-        free(out);
+        const char *bind = k ? "auto" : NULL;
+
+        check_bound(dir, bind, 1, cpus, n, all);
+        check_bound(dir, bind, 5, cpus, n, n >= 5 ? NULL : all);
+        if (n >= 2)
+            check_bound(dir, bind, 2, cpus, n, NULL);
+        else
+            printf("skipped: --bind-to auto with 2 ranks binds only where collrun may use 2 "
+                   "CPUs; it may use %d\n", n);
     }
     harness_tmpdir_remove(dir);
 }

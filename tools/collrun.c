@@ -16,11 +16,19 @@
  *   - ranks never outlive collrun (PR_SET_PDEATHSIG);
  *   - with --bind-to core each rank is bound to one CPU of those collrun
  *     may use, local rank i to the i-th (round robin when there are more
- *     ranks than CPUs), as mpirun binds to cores. The default leaves
- *     placement to the kernel: on the 2-core development machine binding
- *     4 ranks took a 1 MiB all-to-all over TCP from 142-233 us (two modes
- *     from launch to launch) to 140-144 us, but a 1 MiB all-reduce over
- *     TCP from 530-582 to 815-836 us (3 alternating launches each).
+ *     ranks than CPUs), as mpirun binds to cores. The default (auto) binds
+ *     so only when there are 2 to (CPUs) local ranks, as Open MPI's mpirun
+ *     binds 2 ranks to cores by default. Unbound, 2 ranks that wait by
+ *     yielding often start on one CPU and stay there: each hands the CPU
+ *     to the other every few hundred nanoseconds, so the kernel sees both
+ *     as cache-hot and does not move either to the idle CPU (2-rank
+ *     16-byte all-reduce 1.5-1.7 us in 8 of 10 unbound launches, 0.21-0.23
+ *     bound). With more ranks than CPUs it leaves placement to the
+ *     kernel: on the 2-core development machine binding 4 ranks took a
+ *     1 MiB all-reduce over TCP from 530-582 to 815-836 us (3 alternating
+ *     launches each). One rank has no peer to share a CPU with, and
+ *     separate collruns on one machine (emulated hosts) would all put
+ *     their first rank on the same CPU, so -n 1 stays unbound.
  *
  * A job over several hosts runs one collrun per host with the same
  * --nnodes, -n, --master-addr and --master-port and its own --node-rank;
@@ -81,10 +89,12 @@ static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR
 /* Write end of the self-pipe: the only state the signal handler touches. */
 static int sig_pipe_wr = -1;
 
+enum { BIND_AUTO, BIND_CORE, BIND_NONE };
+
 typedef struct opts {
     int np, nnodes, node_rank;
     int tag_output;
-    int bind_core;            /* --bind-to core */
+    int bind;                 /* --bind-to: BIND_AUTO, BIND_CORE or BIND_NONE */
     const char *master_addr;  /* NULL: 127.0.0.1 on one host */
     int master_port;          /* 0: pick a free one (one host only) */
     const char *secret;       /* NULL: COLL_SECRET, random or derived */
@@ -160,8 +170,9 @@ static void usage(FILE *f)
             "      --master-port P   bootstrap port on that host (required when M > 1)\n"
             "      --secret HEX      job secret, %d to %d hex digits\n"
             "      --kill-grace S    seconds from SIGTERM to SIGKILL (default %d)\n"
-            "      --bind-to core|none  core: local rank i runs on the i-th CPU collrun\n"
-            "                        may use (round robin); none (default): unbound\n"
+            "      --bind-to auto|core|none  core: local rank i runs on the i-th CPU\n"
+            "                        collrun may use (round robin); none: unbound; auto\n"
+            "                        (default): core when 2 <= N <= those CPUs, else none\n"
             "  -h, --help            this help\n"
             "      --version         print the version\n"
             "\n"
@@ -296,9 +307,14 @@ static int opt_one(int c, char **argv, opts_t *o)
         o->secret = optarg;
         return 0;
     case OPT_BIND_TO:
-        if (strcmp(optarg, "core") && strcmp(optarg, "none"))
-            return usage_error("--bind-to '%s': expected core or none", optarg);
-        o->bind_core = !strcmp(optarg, "core");
+        if (!strcmp(optarg, "auto"))
+            o->bind = BIND_AUTO;
+        else if (!strcmp(optarg, "core"))
+            o->bind = BIND_CORE;
+        else if (!strcmp(optarg, "none"))
+            o->bind = BIND_NONE;
+        else
+            return usage_error("--bind-to '%s': expected auto, core or none", optarg);
         return 0;
     case 'h':
     case OPT_HELP:
@@ -668,13 +684,15 @@ static int rank_env(const job_t *job, int local)
 
 /* The CPUs this process may use (its affinity mask, which a cgroup or
  * taskset may have narrowed), lowest first, for binding the ranks. None
- * without --bind-to core or when the mask cannot be read: the ranks then
- * run unbound. */
+ * with --bind-to none, with auto outside 2..CPUs local ranks, or when the
+ * mask cannot be read: the ranks then run unbound. */
 static void job_cpus(job_t *job)
 {
+    const opts_t *o = job->o;
     cpu_set_t set;
 
-    if (!job->o->bind_core || sched_getaffinity(0, sizeof(set), &set) != 0 ||
+    if (o->bind == BIND_NONE || sched_getaffinity(0, sizeof(set), &set) != 0 ||
+        (o->bind == BIND_AUTO && (o->np < 2 || o->np > CPU_COUNT(&set))) ||
         !(job->cpus = calloc(CPU_SETSIZE, sizeof(*job->cpus))))
         return;
     for (int c = 0; c < CPU_SETSIZE; c++)
