@@ -19,10 +19,10 @@
  *     ranks than CPUs), as mpirun binds to cores. The default (auto) binds
  *     so only when there are 2 to (CPUs) local ranks, as Open MPI's mpirun
  *     binds 2 ranks to cores by default. Unbound, 2 ranks that wait by
- *     yielding often start on one CPU and stay there: each hands the CPU
- *     to the other every few hundred nanoseconds, so the kernel sees both
- *     as cache-hot and does not move either to the idle CPU (2-rank
- *     16-byte all-reduce 1.5-1.7 us in 8 of 10 unbound launches, 0.21-0.23
+ *     yielding often start on one CPU and stay there, presumably because
+ *     each hands the CPU to the other so often that the kernel sees both
+ *     as cache-hot and moves neither to the idle CPU (2-rank 16-byte
+ *     all-reduce 1.5-1.7 us in 8 of 10 unbound launches, 0.21-0.23
  *     bound). With more ranks than CPUs it leaves placement to the
  *     kernel: on the 2-core development machine binding 4 ranks took a
  *     1 MiB all-reduce over TCP from 530-582 to 815-836 us (3 alternating
