@@ -7,8 +7,9 @@
  * with shared memory, a tenth of a small broadcast (docs/performance.md).
  * So the first thread that makes a call other than a query, destroy or
  * abort owns a bias: from its next call on it enters by storing bias.in =
- * 1 and reading bias.revoked, plain instructions. Any other thread that wants the lock takes the mutex,
- * sets bias.revoked, and issues membarrier(2), which runs a full barrier
+ * 1 and reading bias.revoked, plain instructions. Any other thread that
+ * wants the lock takes the mutex, sets bias.revoked, and issues
+ * membarrier(2), which runs a full barrier
  * on every CPU running a thread of this process: after it, either the
  * owner's store of bias.in is visible (and the other thread waits for it
  * to go back to 0) or the owner's next read of bias.revoked sees 1 (and

@@ -88,8 +88,10 @@ int shm_ep_mbox_ready(const shm_ep_t *ep)
 {
     uint64_t in = __atomic_load_n(&ep->mbox_want_in, __ATOMIC_RELAXED);
     uint64_t out = __atomic_load_n(&ep->mbox_want_out, __ATOMIC_RELAXED);
+    const shm_mbox_slot_t *slot = &ep->mbox_in->slot[in % SHM_MBOX_SLOTS];
 
-    if (in && __atomic_load_n(&ep->mbox_in->slot[in % SHM_MBOX_SLOTS].seq, __ATOMIC_SEQ_CST) == in)
+    if (in && __atomic_load_n(&slot->seq, __ATOMIC_SEQ_CST) == in)
         return 1;
-    return out && __atomic_load_n(&ep->mbox_out->released, __ATOMIC_SEQ_CST) >= out - SHM_MBOX_SLOTS;
+    return out &&
+           __atomic_load_n(&ep->mbox_out->released, __ATOMIC_SEQ_CST) >= out - SHM_MBOX_SLOTS;
 }
