@@ -18,6 +18,7 @@
 #include "comm.h"
 #include "log.h"
 #include "param.h"
+#include "placement.h"
 #include "flight.h"
 #include "schedule.h"
 
@@ -422,6 +423,14 @@ static coll_status_t check_init_args(const coll_init_args_t *a)
 }
 
 /* How collectives run on this communicator (COLL_ALGO and friends). */
+static coll_status_t read_bind(struct coll_comm *comm)
+{
+    coll_bind_t mode;
+    COLL_CHECK(coll_bind_parse(coll_param_raw(COLL_PARAM_BIND), &mode));
+    comm->bind = mode;
+    return COLL_OK;
+}
+
 static coll_status_t read_coll_settings(struct coll_comm *comm)
 {
     COLL_CHECK(coll_algo_parse_forced(coll_param_raw(COLL_PARAM_ALGO), comm->forced));
@@ -429,6 +438,7 @@ static coll_status_t read_coll_settings(struct coll_comm *comm)
                                         &comm->algo_fallback));
     COLL_CHECK(coll_param_bool(COLL_PARAM_DETERMINISTIC, &comm->deterministic));
     COLL_CHECK(coll_param_bool(COLL_PARAM_CHECK_ARGS, &comm->check_args));
+    COLL_CHECK(read_bind(comm));
     COLL_CHECK(coll_param_bool(COLL_PARAM_RECV_REDUCE, &comm->fold));
     COLL_CHECK(coll_param_bool(COLL_PARAM_CHECKSUM, &comm->checksum));
     COLL_CHECK(coll_param_size(COLL_PARAM_PIPELINE_CHUNK, &comm->chunk_bytes));
@@ -741,6 +751,8 @@ static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_ini
         comm->peers[p].info = table[p];
     free(table);
     COLL_CHECK(st);
+    /* before the endpoints allocate: their memory is then near our CPU */
+    coll_place_self(comm);
     COLL_CHECK(same_settings(comm));
     COLL_CHECK(create_endpoints(comm));
     COLL_CHECK(connect_all(comm, deadline_ns));

@@ -102,6 +102,7 @@ struct coll_comm {
     int algo_fallback;             /* COLL_ALGO_FALLBACK: coll_algo_fallback_t */
     int deterministic;
     int check_args;
+    int bind;                      /* COLL_BIND: coll_bind_t */
     int fold;                      /* COLL_RECV_REDUCE */
     int checksum;                  /* COLL_CHECKSUM, the same on every rank */
     size_t chunk_bytes;

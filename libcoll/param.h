@@ -165,6 +165,11 @@ typedef enum coll_param_type {
       "datatype, op, root, alltoallv counts, chosen algorithm): a mismatch fails the "   \
       "call on every rank with an error naming the rank and the field, instead of a "    \
       "hang or wrong data")                                                              \
+    X(BIND, COLL_PARAM_STR, "none",                                                      \
+      "Bind each rank's initialising thread to one CPU at init, for launchers that do "  \
+      "not (torchrun, Slurm without --cpu-bind): local rank i to the i-th CPU of its "    \
+      "affinity mask. none; auto (only when 2 to CPUs-in-mask ranks share the host); "   \
+      "core (always, round robin). Threads started later inherit the binding")          \
     X(PIPELINE_CHUNK, COLL_PARAM_SIZE, "256K",                                           \
       "Pipeline chunk of the chunked algorithms (ring, chain): data moves and is "       \
       "reduced in pieces of this size so that links and reductions overlap")             \

@@ -3,9 +3,11 @@
  * that span several: destroy with messages still pending, abort while
  * destroy is flushing, a split inheriting its parent's deadline, waitall
  * across communicators whose progress depends on each other, sendrecv
- * with a bad half, and the lifetime of coll_get_last_error's string.
+ * with a bad half, the lifetime of coll_get_last_error's string, and
+ * where init places the rank (COLL_BIND).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,6 +231,113 @@ START_TEST(test_sendrecv_bad_half)
 }
 END_TEST
 
+/* ---- COLL_BIND: init binds the rank's thread ---------------------------------- */
+
+/* What a rank expects of its affinity after init: bound to cpus[rank %
+ * 2], or left with the mask it had. `pre` > 0: the rank binds itself to
+ * cpus[0] before init, as a launcher that put every rank on one CPU. */
+typedef struct bind_case {
+    const char *mode; /* COLL_BIND, NULL: unset */
+    int nranks, bound, pre;
+    int cpus[2];
+} bind_case_t;
+
+static int mask_is(const cpu_set_t *set, const int *cpus, int n)
+{
+    if (CPU_COUNT(set) != n)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (!CPU_ISSET(cpus[i], set))
+            return 0;
+    return 1;
+}
+
+static void bind_to(const int *cpus, int n)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < n; i++)
+        CPU_SET(cpus[i], &set);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof(set), &set), 0);
+}
+
+static int rank_bind(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const bind_case_t *bc = arg;
+    int mine = bc->cpus[rank % 2];
+    const int *want = bc->bound ? &mine : bc->cpus;
+    int nwant = bc->bound || bc->pre ? 1 : 2;
+    cpu_set_t set;
+    coll_comm_t comm, sub;
+
+    if (bc->pre) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(bc->cpus[0], &one);
+        RANK_CHECK(sched_setaffinity(0, sizeof(one), &one) == 0, "pre-bind");
+    }
+    comm = harness_init(rank, nranks, id);
+    RANK_CHECK(sched_getaffinity(0, sizeof(set), &set) == 0, "getaffinity");
+    RANK_CHECK(mask_is(&set, want, nwant), "COLL_BIND=%s, %d ranks: rank %d may run on %d "
+               "CPU(s), expected %d starting at CPU %d", bc->mode ? bc->mode : "(unset)",
+               nranks, rank, CPU_COUNT(&set), nwant, want[0]);
+    /* a split numbers the ranks differently: it must not move a bound one */
+    RANK_OK(coll_comm_split(comm, 0, nranks - 1 - rank, &sub));
+    RANK_CHECK(sched_getaffinity(0, sizeof(set), &set) == 0 && mask_is(&set, want, nwant),
+               "rank %d moved by a split communicator's init", rank);
+    RANK_OK(coll_comm_destroy(sub));
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_bind)
+{
+    bind_case_t cases[] = {
+        {NULL, 2, 0, 0, {0}},   {"none", 2, 0, 0, {0}}, {"auto", 2, 1, 0, {0}},
+        {"AUTO", 3, 0, 0, {0}}, {"core", 3, 1, 0, {0}}, {"auto", 2, 0, 1, {0}},
+    };
+    cpu_set_t set;
+    int two[2], n = 0;
+
+    ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+        if (CPU_ISSET(c, &set))
+            two[n++] = c;
+    if (n < 2) {
+        printf("skipped: COLL_BIND needs 2 CPUs; this process may run on 1\n");
+        return;
+    }
+    bind_to(two, 2); /* the same 2 CPUs on any machine: 3 ranks are then too many */
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        bind_case_t *bc = &cases[i];
+        memcpy(bc->cpus, two, sizeof(two));
+        if (bc->mode)
+            setenv("COLL_BIND", bc->mode, 1);
+        else
+            unsetenv("COLL_BIND");
+        ck_assert_msg(harness_run(bc->nranks, rank_bind, bc, 30) == 0, "COLL_BIND=%s, %d ranks",
+                      bc->mode ? bc->mode : "(unset)", bc->nranks);
+    }
+    unsetenv("COLL_BIND");
+}
+END_TEST
+
+/* A word that is not a mode fails init at once, naming the variable. */
+START_TEST(test_bind_bad_value)
+{
+    coll_unique_id_t id;
+    coll_comm_t comm = NULL;
+
+    ck_assert_int_eq(coll_get_unique_id(&id), COLL_OK);
+    setenv("COLL_BIND", "socket", 1);
+    ck_assert_int_eq(coll_comm_init_rank(&comm, 1, id, 0), COLL_ERR_INVALID_ARG);
+    unsetenv("COLL_BIND");
+    ck_assert_ptr_null(comm);
+    ck_assert_msg(strstr(coll_get_last_error(NULL), "COLL_BIND='socket' is not one of none, "
+                         "auto, core") != NULL, "message: %s", coll_get_last_error(NULL));
+}
+END_TEST
+
 static Suite *lifecycle_suite(void)
 {
     Suite *s = suite_create("lifecycle");
@@ -239,6 +348,8 @@ static Suite *lifecycle_suite(void)
     tcase_add_test(tc, test_split_inherits_timeout);
     tcase_add_test(tc, test_waitall_two_comms);
     tcase_add_test(tc, test_sendrecv_bad_half);
+    tcase_add_test(tc, test_bind);
+    tcase_add_test(tc, test_bind_bad_value);
     suite_add_tcase(s, tc);
     return s;
 }
