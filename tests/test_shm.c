@@ -47,11 +47,13 @@ static const char *path_names[] = {"cross-memory attach up to 2 MiB, then the ri
                                    "ring (COLL_SHM_CMA=0)",
                                    "ring after process_vm_readv was refused"};
 
-/* Around the eager limit (a quarter ring less a 32-byte record header:
- * 128K - 32 with the default 512K ring, 64K - 32 with a 256K one), the
- * single-copy threshold (512K by default), a ring, and far beyond. */
+/* Around the eager limit (a quarter ring: 128K with the default 512K
+ * ring, 64K with a 256K one), a DATA chunk (a quarter ring less the 32-byte
+ * record header, rounded down), the single-copy threshold (512K by
+ * default), a ring, and far beyond. */
 static const size_t sizes[] = {0, 1, 7, 63, 64, 65, 4095, 65503, 65504, 65505, 65535, 65536,
-                               65537, 131039, 131040, 131041, 262144 + 3, 524287, 524288,
+                               65537, 131039, 131040, 131041, 131071, 131072, 131073,
+                               262144 + 3, 524287, 524288,
                                524289, 1u << 20, (4u << 20) + 1, 64u << 20};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
@@ -193,7 +195,7 @@ END_TEST
 
 /* ---- exchange steps take one copy below the threshold -------------------------- */
 
-/* Blocks of 200000 bytes: above the eager limit (128K - 32), below the
+/* Blocks of 200000 bytes: above the eager limit (128K), below the
  * single-copy threshold (512K), where a plain message goes through the
  * ring. The pairwise all-to-all marks its sends COLL_TP_HINT_ONE_COPY, so
  * the receivers read them with process_vm_readv; EXCH_REFUSED shows it:
