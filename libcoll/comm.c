@@ -422,7 +422,6 @@ static coll_status_t check_init_args(const coll_init_args_t *a)
     return COLL_OK;
 }
 
-/* How collectives run on this communicator (COLL_ALGO and friends). */
 static coll_status_t read_bind(struct coll_comm *comm)
 {
     coll_bind_t mode;
@@ -431,6 +430,8 @@ static coll_status_t read_bind(struct coll_comm *comm)
     return COLL_OK;
 }
 
+/* How collectives run on this communicator (COLL_ALGO and friends), and
+ * where init places the rank (COLL_BIND). */
 static coll_status_t read_coll_settings(struct coll_comm *comm)
 {
     COLL_CHECK(coll_algo_parse_forced(coll_param_raw(COLL_PARAM_ALGO), comm->forced));

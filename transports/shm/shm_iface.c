@@ -166,9 +166,10 @@ static coll_status_t read_params(shm_iface_t *iface)
     /* Eager up to a quarter ring of payload, or less where a single copy is
      * cheaper. The quarter itself is eager: algorithms send powers of two
      * (a 2-rank ring's halves of a 256 KiB chunk are 128 KiB), and each
-     * one just above the limit paid a round trip (RTS, CTS) and went
-     * through the ring in one piece anyway: 2-rank 256 KiB all-reduce 73 ->
-     * 41 us, all-gather 47 -> 18 us (docs/design.md). */
+     * one just above the limit paid a round trip (RTS, CTS) and then
+     * crossed the ring in one large DATA chunk (and a short tail) anyway:
+     * 2-rank 256 KiB all-reduce 73 -> 41 us, all-gather 47 -> 18 us
+     * (docs/design.md). */
     iface->eager_limit = ring / 4;
     if (cma && iface->cma_threshold <= iface->eager_limit)
         iface->eager_limit = iface->cma_threshold ? iface->cma_threshold - 1 : 0;
