@@ -252,13 +252,14 @@ static int mask_is(const cpu_set_t *set, const int *cpus, int n)
     return 1;
 }
 
-static void bind_to(const int *cpus, int n)
+/* Restrict the calling thread to cpus[0..n-1]; sched_setaffinity's result. */
+static int bind_to(const int *cpus, int n)
 {
     cpu_set_t set;
     CPU_ZERO(&set);
     for (int i = 0; i < n; i++)
         CPU_SET(cpus[i], &set);
-    ck_assert_int_eq(sched_setaffinity(0, sizeof(set), &set), 0);
+    return sched_setaffinity(0, sizeof(set), &set);
 }
 
 static int rank_bind(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -270,12 +271,8 @@ static int rank_bind(int rank, int nranks, const coll_unique_id_t *id, void *arg
     cpu_set_t set;
     coll_comm_t comm, sub;
 
-    if (bc->pre) {
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(bc->cpus[0], &one);
-        RANK_CHECK(sched_setaffinity(0, sizeof(one), &one) == 0, "pre-bind");
-    }
+    if (bc->pre)
+        RANK_CHECK(bind_to(bc->cpus, 1) == 0, "pre-bind");
     comm = harness_init(rank, nranks, id);
     RANK_CHECK(sched_getaffinity(0, sizeof(set), &set) == 0, "getaffinity");
     RANK_CHECK(mask_is(&set, want, nwant), "COLL_BIND=%s, %d ranks: rank %d may run on %d "
@@ -307,7 +304,8 @@ START_TEST(test_bind)
         printf("skipped: COLL_BIND needs 2 CPUs; this process may run on 1\n");
         return;
     }
-    bind_to(two, 2); /* the same 2 CPUs on any machine: 3 ranks are then too many */
+    /* the same 2 CPUs on any machine: 3 ranks are then too many */
+    ck_assert_int_eq(bind_to(two, 2), 0);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         bind_case_t *bc = &cases[i];
         memcpy(bc->cpus, two, sizeof(two));
