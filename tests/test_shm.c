@@ -8,7 +8,10 @@
  * is refused at first use (a seccomp filter installed after init); a
  * sender that sees its reader's flag (it polls on instead of sleeping); the
  * pairwise all-to-all's blocks below the single-copy threshold read in
- * place (its hint to the transport). Then a
+ * place (its hint to the transport); eager messages parked in the ring
+ * for their receive, more than a ring holds, sent before they are
+ * received by ranks in a cycle, by a rank another one waits for, and by a
+ * rank that left. Then a
  * rank SIGKILLed mid 64 MiB transfer (through the ring, or read in one
  * copy) is named within 10 s; no segment is
  * left in /dev/shm after a normal exit, an abort or a killed job; and a
@@ -828,6 +831,91 @@ START_TEST(test_oneshot_killed)
 }
 END_TEST
 
+/* ---- eager messages parked in the ring ------------------------------------------ */
+
+/* Eager messages wait in the ring for their receive (SHM_PARK_MAX_NS):
+ * more of them than a ring holds (24 x 64 KiB, the ring 512 KiB) must not
+ * deadlock a program that sends before it receives. PARK_CYCLE2/3: each
+ * rank blocks sending to the next, then receives from the one before;
+ * PARK_WAITING: rank 1 waits for rank 2, which waits for rank 0's last
+ * send, behind the 24 to rank 1; PARK_LEFT: rank 0 sends 4 and leaves
+ * while rank 1 waits for rank 2, then rank 1 receives them. */
+enum { PARK_CYCLE2, PARK_CYCLE3, PARK_WAITING, PARK_LEFT, NPARK };
+static const char *park_names[] = {"2 ranks sending to each other", "3 ranks in a cycle",
+                                   "a rank waiting for another", "a sender that left"};
+#define PARK_MSGS 24
+#define PARK_BYTES (64u << 10)
+
+static int park_send_all(coll_comm_t comm, uint8_t *buf, int rank, int to)
+{
+    for (int k = 0; k < PARK_MSGS; k++) {
+        harness_fill(buf, PARK_BYTES, rank, k);
+        RANK_OK(coll_send(buf, PARK_BYTES, COLL_UINT8, to, k, comm));
+    }
+    return 0;
+}
+
+static int park_recv_all(coll_comm_t comm, uint8_t *buf, int from)
+{
+    for (int k = 0; k < PARK_MSGS; k++) {
+        memset(buf, 0, PARK_BYTES);
+        RANK_OK(coll_recv(buf, PARK_BYTES, COLL_UINT8, from, k, comm));
+        harness_verify(buf, PARK_BYTES, from, k);
+    }
+    return 0;
+}
+
+static int rank_parked(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int mode = *(int *)arg, one = 1;
+    uint8_t *buf = malloc(PARK_BYTES);
+
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK(buf != NULL, "out of memory");
+    if (mode == PARK_CYCLE2 || mode == PARK_CYCLE3) {
+        park_send_all(comm, buf, rank, (rank + 1) % nranks);
+        park_recv_all(comm, buf, (rank + nranks - 1) % nranks);
+    } else if (mode == PARK_WAITING) {
+        if (rank == 0) {
+            park_send_all(comm, buf, rank, 1);
+            RANK_OK(coll_send(&one, 1, COLL_INT32, 2, 100, comm));
+        } else if (rank == 2) {
+            RANK_OK(coll_recv(&one, 1, COLL_INT32, 0, 100, comm));
+            RANK_OK(coll_send(&one, 1, COLL_INT32, 1, 101, comm));
+        } else {
+            RANK_OK(coll_recv(&one, 1, COLL_INT32, 2, 101, comm));
+            park_recv_all(comm, buf, 0);
+        }
+    } else if (rank == 0) { /* PARK_LEFT: what fits in the ring, then goodbye */
+        for (int k = 0; k < 4; k++) {
+            harness_fill(buf, PARK_BYTES, rank, k);
+            RANK_OK(coll_send(buf, PARK_BYTES, COLL_UINT8, 1, k, comm));
+        }
+    } else if (rank == 2) {
+        usleep(300 * 1000); /* rank 0 has left by now */
+        RANK_OK(coll_send(&one, 1, COLL_INT32, 1, 101, comm));
+    } else { /* sees rank 0 go while it waits for rank 2 */
+        RANK_OK(coll_recv(&one, 1, COLL_INT32, 2, 101, comm));
+        for (int k = 0; k < 4; k++) {
+            RANK_OK(coll_recv(buf, PARK_BYTES, COLL_UINT8, 0, k, comm));
+            harness_verify(buf, PARK_BYTES, 0, k);
+        }
+    }
+    free(buf);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_parked)
+{
+    int mode = _i, nranks = mode == PARK_CYCLE2 ? 2 : 3;
+    double t0 = harness_now();
+    ck_assert_msg(harness_run(nranks, rank_parked, &mode, 30) == 0, "%s", park_names[mode]);
+    printf("parked eager messages, %s: %.2f s\n", park_names[mode], harness_now() - t0);
+}
+END_TEST
+
 static Suite *shm_suite(void)
 {
     Suite *s = suite_create("shm");
@@ -835,6 +923,7 @@ static Suite *shm_suite(void)
     tcase_set_timeout(tc, 150);
     tcase_add_loop_test(tc, test_p2p_paths, 0, NPATHS);
     tcase_add_loop_test(tc, test_exchange_one_copy, 0, NEXCH);
+    tcase_add_loop_test(tc, test_parked, 0, NPARK);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fold");

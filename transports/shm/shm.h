@@ -55,7 +55,7 @@
 #include "util/match.h"
 
 #define SHM_MAGIC 0x316d68736c6c6f63ull /* "collshm1" */
-#define SHM_VERSION 4 /* 4: eight mailbox slots per direction */
+#define SHM_VERSION 5 /* 5: stuck_since in the ring's control block */
 #define SHM_LINE 64
 #define SHM_REC_HDR 32
 #define SHM_ABORT_TEXT 512
@@ -65,6 +65,17 @@
 /* Smallest and largest ring (COLL_SHM_RING_SIZE is clamped to these). */
 #define SHM_RING_MIN (16u << 10)
 #define SHM_RING_MAX (64u << 20)
+/* An eager message that arrives before its receive is posted stays in the
+ * ring (parked) until it is: a sender that runs ahead, like a broadcast's
+ * root in a loop, then waits for room, where copying every message out to
+ * the heap let it run ahead without bound and cost the reader two copies
+ * and page faults per message. The reader copies a parked message out
+ * after all when it must read past it: a receive posted for another
+ * message, a rendezvous under way, the peer leaving, records of its own
+ * that wait for room (ranks in a cycle of blocking sends: an eager send
+ * must not deadlock), or a sender that found no room for this long (it
+ * waits for something of ours that waits for something else). */
+#define SHM_PARK_MAX_NS 1000000ull
 
 enum shm_rec_type {
     SHM_PAD = 1,
@@ -94,6 +105,9 @@ typedef struct shm_ring_ctl {
     uint32_t closed;                  /* producer: 1 once it aborted */
     uint32_t abort_len;
     int32_t abort_status;             /* producer: its status (coll_tp_abort_status) */
+    /* producer: since when (coll_time_ns) records have waited for room
+     * without any being written; 0: none waits (see SHM_PARK_MAX_NS) */
+    uint64_t stuck_since;
     _Alignas(SHM_LINE) uint64_t tail; /* consumer: bytes consumed, ever */
     _Alignas(SHM_LINE) char abort_text[SHM_ABORT_TEXT];
 } shm_ring_ctl_t;
@@ -238,6 +252,10 @@ typedef struct shm_ep {
     int armed;                /* READY: the hook may look at the rings */
     int plain_stores;         /* both sides fence when they sleep (shm_store_wake) */
     int tx_blocked;           /* a record waits for space */
+    /* the ring's head when the reader left an eager message in the ring
+     * for its receive (0: it did not): the idle hook's "no new input" */
+    uint64_t rx_parked_head;
+    int rx_drain;             /* park nothing: the peer's process is gone */
 
     coll_list_t txq;          /* shm_tx_t */
     coll_match_t match;
@@ -261,6 +279,7 @@ struct shm_iface {
     int cma;                  /* we may read peers' memory */
     int membarrier;           /* registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED */
     int hook_set;
+    int ntx_blocked;          /* endpoints whose records wait for room */
 };
 
 /* shm_ring.c: the byte rings and the segment's life. */

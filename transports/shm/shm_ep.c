@@ -68,6 +68,7 @@ static void on_peer_exit(shm_ep_t *ep)
     unwatch_pid(ep);
     if (ep->state == SHM_EP_WAIT_SEG || ep->state == SHM_EP_WAIT_MAP)
         shm_ep_connect_step(ep); /* it may have refused the segment, saying why */
+    ep->rx_drain = 1; /* what it sent before it went is all there is */
     if (ep->state == SHM_EP_READY)
         shm_ep_poll(ep);
     if (ep->state == SHM_EP_CLOSED || ep->peer_left)
@@ -301,6 +302,7 @@ coll_status_t shm_ep_destroy(coll_tp_ep_t *tep)
         if (tx->heap)
             free(tx);
     }
+    ep->iface->ntx_blocked -= ep->tx_blocked; /* parking is per interface (shm.h) */
     coll_match_free_unexpected(&ep->match);
     if (ep->iface->eps[ep->super.peer] == ep)
         ep->iface->eps[ep->super.peer] = NULL;

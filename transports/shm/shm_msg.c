@@ -40,6 +40,21 @@ static void rec_commit(shm_ep_t *ep, uint8_t *slot, size_t bytes)
 
 /* ---- sending ------------------------------------------------------------ */
 
+/* Records wait in txq (blocked) or not; `progress`: some were written. The
+ * peer reads stuck_since to tell a sender waiting for a receive to be
+ * posted from one that cannot go on at all (SHM_PARK_MAX_NS). */
+static void set_tx_blocked(shm_ep_t *ep, int blocked, int progress)
+{
+    uint64_t *since = ep->tx.ctl ? &ep->tx.ctl->stuck_since : NULL; /* NULL: not attached */
+
+    if (since && !blocked)
+        __atomic_store_n(since, 0, __ATOMIC_RELAXED);
+    else if (since && (progress || !ep->tx_blocked))
+        __atomic_store_n(since, coll_time_ns(), __ATOMIC_RELAXED);
+    ep->iface->ntx_blocked += blocked - ep->tx_blocked;
+    __atomic_store_n(&ep->tx_blocked, blocked, __ATOMIC_RELAXED);
+}
+
 /* Write one record (or, for DATA, as many chunks as fit). Returns 1 when
  * the item is fully written, 0 when the ring is full. */
 static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
@@ -114,7 +129,7 @@ void shm_tx_flush(shm_ep_t *ep)
         coll_list_del(&tx->link);
         tx_done(tx);
     }
-    __atomic_store_n(&ep->tx_blocked, !coll_list_empty(&ep->txq), __ATOMIC_RELAXED);
+    set_tx_blocked(ep, !coll_list_empty(&ep->txq), wrote);
     if (wrote && ep->state == SHM_EP_READY)
         shm_maybe_wake(ep);
 }
@@ -128,7 +143,7 @@ static void tx_send(shm_ep_t *ep, shm_tx_t *tx)
         return;
     }
     coll_list_push_back(&ep->txq, &tx->link);
-    __atomic_store_n(&ep->tx_blocked, 1, __ATOMIC_RELAXED);
+    set_tx_blocked(ep, 1, 0);
     if (ep->state == SHM_EP_READY && !ep->in_rx)
         shm_tx_flush(ep);
 }
@@ -373,7 +388,7 @@ static void on_grant(shm_ep_t *ep, const shm_rec_t *h)
     priv->data_off = 0;
     priv->tx.rec = (shm_rec_t){.type = SHM_DATA};
     coll_list_push_back(&ep->txq, &priv->tx.link);
-    __atomic_store_n(&ep->tx_blocked, 1, __ATOMIC_RELAXED);
+    set_tx_blocked(ep, 1, 0);
 }
 
 static void on_data(shm_ep_t *ep, const shm_rec_t *h, const uint8_t *payload)
@@ -413,7 +428,7 @@ static void on_bye(shm_ep_t *ep)
         else
             tx->req->complete(tx->req, COLL_ERR_PEER_FAILED);
     }
-    __atomic_store_n(&ep->tx_blocked, 0, __ATOMIC_RELAXED);
+    set_tx_blocked(ep, 0, 0);
 }
 
 /* The test hook (crc32c.h) on a record that carries data, then, with
@@ -487,8 +502,9 @@ static void on_abort_notice(shm_ep_t *ep)
 int shm_ep_has_input(const shm_ep_t *ep)
 {
     const shm_ring_ctl_t *rx = ep->rx.ctl, *tx = ep->tx.ctl;
-    return __atomic_load_n(&rx->head, __ATOMIC_SEQ_CST) !=
-               __atomic_load_n(&rx->tail, __ATOMIC_RELAXED) ||
+    uint64_t head = __atomic_load_n(&rx->head, __ATOMIC_SEQ_CST);
+    return (head != __atomic_load_n(&rx->tail, __ATOMIC_RELAXED) &&
+            head != __atomic_load_n(&ep->rx_parked_head, __ATOMIC_RELAXED)) ||
            __atomic_load_n(&rx->closed, __ATOMIC_SEQ_CST) ||
            (__atomic_load_n(&ep->tx_blocked, __ATOMIC_RELAXED) &&
             __atomic_load_n(&tx->tail, __ATOMIC_SEQ_CST) !=
@@ -513,15 +529,35 @@ int shm_ep_being_read(shm_ep_t *ep)
     return 1;
 }
 
-int shm_ep_poll(shm_ep_t *ep)
+/* May the eager message at `off` wait in the ring for its receive
+ * (SHM_PARK_MAX_NS)? Only while nothing behind it is needed now. */
+static int may_park(shm_ep_t *ep, uint64_t off)
+{
+    const shm_rec_t *h = (const shm_rec_t *)(ep->rx.data + off);
+    uint64_t stuck;
+
+    if (__atomic_load_n(&h->type, __ATOMIC_RELAXED) != SHM_EAGER ||
+        !coll_list_empty(&ep->match.posted) || !coll_list_empty(&ep->rndv_sends) ||
+        !coll_list_empty(&ep->rndv_recvs) || ep->bye_queued || ep->rx_drain ||
+        ep->iface->ntx_blocked > 0)
+        return 0;
+    stuck = __atomic_load_n(&ep->rx.ctl->stuck_since, __ATOMIC_RELAXED);
+    return stuck == 0 || coll_time_ns() - stuck < SHM_PARK_MAX_NS;
+}
+
+/* Read the records in the ring up to its head, or up to one that may be
+ * parked; that one's head in *parked (0: none). 1 when any was read. */
+static int read_records(shm_ep_t *ep, uint64_t *parked)
 {
     uint64_t head = __atomic_load_n(&ep->rx.ctl->head, __ATOMIC_ACQUIRE);
     int moved = 0;
 
-    if (ep->in_rx)
-        return 0;
-    ep->in_rx = 1;
+    *parked = 0;
     while (ep->state == SHM_EP_READY && ep->rx.tail != head) {
+        if (may_park(ep, ep->rx.tail & ep->rx.mask)) {
+            *parked = head;
+            break;
+        }
         size_t bytes = on_record(ep, ep->rx.tail & ep->rx.mask);
         if (!bytes)
             break;
@@ -532,10 +568,28 @@ int shm_ep_poll(shm_ep_t *ep)
         if (ep->rx.tail == head)
             head = __atomic_load_n(&ep->rx.ctl->head, __ATOMIC_ACQUIRE);
     }
+    return moved;
+}
+
+int shm_ep_poll(shm_ep_t *ep)
+{
+    uint64_t parked;
+    int moved;
+
+    if (ep->in_rx)
+        return 0;
+    ep->in_rx = 1;
+    moved = read_records(ep, &parked);
+    if (ep->state == SHM_EP_READY && __atomic_load_n(&ep->rx.ctl->closed, __ATOMIC_ACQUIRE)) {
+        /* it aborted: what it sent before is kept for its receives */
+        ep->rx_drain = 1;
+        moved |= read_records(ep, &parked);
+        if (ep->state == SHM_EP_READY)
+            on_abort_notice(ep);
+    }
+    __atomic_store_n(&ep->rx_parked_head, parked, __ATOMIC_RELAXED);
     if (moved && ep->state == SHM_EP_READY)
         shm_maybe_wake(ep);
-    if (ep->state == SHM_EP_READY && __atomic_load_n(&ep->rx.ctl->closed, __ATOMIC_ACQUIRE))
-        on_abort_notice(ep);
     ep->in_rx = 0;
     if (ep->state == SHM_EP_READY && !coll_list_empty(&ep->txq)) {
         uint64_t before = ep->tx.head;
@@ -588,7 +642,7 @@ void shm_ep_fail_pending_rndv(shm_ep_t *ep, coll_status_t status)
             req->complete(req, status);
         }
     }
-    __atomic_store_n(&ep->tx_blocked, !coll_list_empty(&ep->txq), __ATOMIC_RELAXED);
+    set_tx_blocked(ep, !coll_list_empty(&ep->txq), 0);
 }
 
 void shm_ep_fail_requests(shm_ep_t *ep, coll_status_t status)
