@@ -349,6 +349,9 @@ coll_status_t shm_ep_irecv(coll_tp_ep_t *ep, coll_tp_req_t *req);
 int shm_ep_poll(shm_ep_t *ep);
 int shm_ep_being_read(shm_ep_t *ep);
 void shm_tx_flush(shm_ep_t *ep);
+/* Records wait in txq or not (`progress`: some were just written); keeps
+ * the interface's count and the ring's stuck_since (SHM_PARK_MAX_NS). */
+void shm_set_tx_blocked(shm_ep_t *ep, int blocked, int progress);
 coll_status_t shm_tx_control(shm_ep_t *ep, const shm_rec_t *rec);
 void shm_ep_fail_requests(shm_ep_t *ep, coll_status_t status);
 void shm_ep_fail_pending_rndv(shm_ep_t *ep, coll_status_t status);

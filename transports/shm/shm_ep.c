@@ -302,7 +302,7 @@ coll_status_t shm_ep_destroy(coll_tp_ep_t *tep)
         if (tx->heap)
             free(tx);
     }
-    ep->iface->ntx_blocked -= ep->tx_blocked; /* parking is per interface (shm.h) */
+    shm_set_tx_blocked(ep, 0, 0);
     coll_match_free_unexpected(&ep->match);
     if (ep->iface->eps[ep->super.peer] == ep)
         ep->iface->eps[ep->super.peer] = NULL;

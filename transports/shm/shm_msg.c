@@ -43,7 +43,7 @@ static void rec_commit(shm_ep_t *ep, uint8_t *slot, size_t bytes)
 /* Records wait in txq (blocked) or not; `progress`: some were written. The
  * peer reads stuck_since to tell a sender waiting for a receive to be
  * posted from one that cannot go on at all (SHM_PARK_MAX_NS). */
-static void set_tx_blocked(shm_ep_t *ep, int blocked, int progress)
+void shm_set_tx_blocked(shm_ep_t *ep, int blocked, int progress)
 {
     uint64_t *since = ep->tx.ctl ? &ep->tx.ctl->stuck_since : NULL; /* NULL: not attached */
 
@@ -129,7 +129,7 @@ void shm_tx_flush(shm_ep_t *ep)
         coll_list_del(&tx->link);
         tx_done(tx);
     }
-    set_tx_blocked(ep, !coll_list_empty(&ep->txq), wrote);
+    shm_set_tx_blocked(ep, !coll_list_empty(&ep->txq), wrote);
     if (wrote && ep->state == SHM_EP_READY)
         shm_maybe_wake(ep);
 }
@@ -143,7 +143,7 @@ static void tx_send(shm_ep_t *ep, shm_tx_t *tx)
         return;
     }
     coll_list_push_back(&ep->txq, &tx->link);
-    set_tx_blocked(ep, 1, 0);
+    shm_set_tx_blocked(ep, 1, 0);
     if (ep->state == SHM_EP_READY && !ep->in_rx)
         shm_tx_flush(ep);
 }
@@ -388,7 +388,7 @@ static void on_grant(shm_ep_t *ep, const shm_rec_t *h)
     priv->data_off = 0;
     priv->tx.rec = (shm_rec_t){.type = SHM_DATA};
     coll_list_push_back(&ep->txq, &priv->tx.link);
-    set_tx_blocked(ep, 1, 0);
+    shm_set_tx_blocked(ep, 1, 0);
 }
 
 static void on_data(shm_ep_t *ep, const shm_rec_t *h, const uint8_t *payload)
@@ -428,7 +428,7 @@ static void on_bye(shm_ep_t *ep)
         else
             tx->req->complete(tx->req, COLL_ERR_PEER_FAILED);
     }
-    set_tx_blocked(ep, 0, 0);
+    shm_set_tx_blocked(ep, 0, 0);
 }
 
 /* The test hook (crc32c.h) on a record that carries data, then, with
@@ -642,7 +642,7 @@ void shm_ep_fail_pending_rndv(shm_ep_t *ep, coll_status_t status)
             req->complete(req, status);
         }
     }
-    set_tx_blocked(ep, !coll_list_empty(&ep->txq), 0);
+    shm_set_tx_blocked(ep, !coll_list_empty(&ep->txq), 0);
 }
 
 void shm_ep_fail_requests(shm_ep_t *ep, coll_status_t status)
