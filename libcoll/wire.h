@@ -26,7 +26,9 @@
 #include "util.h"
 
 #define COLL_WIRE_MAGIC 0x4c4c4f43u /* bytes "COLL" */
-#define COLL_WIRE_VERSION 1
+/* 2: the TCP transport's eager credit (its CREDIT frame; the window in its
+ * address blob) */
+#define COLL_WIRE_VERSION 2
 #define COLL_SECRET_BYTES 32
 #define COLL_NONCE_BYTES 16
 

@@ -6,7 +6,10 @@
  *   - bootstrap, rank -> root: a RANKINFO header of a forged rank;
  *   - bootstrap, root -> rank: a TABLE or ERROR header of a forged root;
  *   - TCP transport data frames: EAGER, DATA and ABORT headers injected by
- *     a rank of the job on its own authenticated socket.
+ *     a rank of the job on its own authenticated socket (an eager one of
+ *     an allowed length but beyond the receiver's window too), and CREDIT
+ *     frames with a length or giving back more eager credit than was
+ *     given.
  * Every process of a job runs under an address-space limit of its size
  * plus 512 MiB, so an allocation of 2 GiB (or more) from a forged length
  * would fail and show as COLL_ERR_NO_MEMORY (or a sanitizer report)
@@ -252,16 +255,23 @@ END_TEST
 
 /* ---- TCP transport data frames -------------------------------------------------- */
 
+/* aux: a CREDIT frame's byte count (the message must name it, else the
+ * length). */
 static const struct {
     uint8_t type;
     uint64_t len;
+    uint64_t aux;
 } data_frames[] = {
-    {TCP_EAGER, LEN_MAX31},
-    {TCP_EAGER, UINT64_MAX}, /* -1 */
-    {TCP_DATA, LEN_MAX31},
-    {TCP_DATA, UINT64_MAX},
-    {TCP_ABORT, LEN_MAX31},
-    {TCP_ABORT, UINT64_MAX},
+    {TCP_EAGER, LEN_MAX31, 0},
+    {TCP_EAGER, UINT64_MAX, 0}, /* -1 */
+    {TCP_EAGER, TCP_EAGER_MAX, 0}, /* allowed, but beyond the job's 1 MiB window */
+    {TCP_DATA, LEN_MAX31, 0},
+    {TCP_DATA, UINT64_MAX, 0},
+    {TCP_ABORT, LEN_MAX31, 0},
+    {TCP_ABORT, UINT64_MAX, 0},
+    {TCP_CREDIT, LEN_MAX31, 0},
+    {TCP_CREDIT, 0, LEN_MAX31}, /* more credit than rank 0 ever gave */
+    {TCP_CREDIT, 0, UINT64_MAX},
 };
 
 /* Rank 1 writes a forged header straight onto its (idle, authenticated)
@@ -284,13 +294,15 @@ static int rank_forged_frame(int rank, int nranks, const coll_unique_id_t *id, v
         RANK_CHECK(write(sync_pipe[1], &c, 1) == 1, "sync");
     } else {
         tcp_ep_t *ep = (tcp_ep_t *)comm->peers[0].ep;
-        tcp_hdr_t h = {.type = data_frames[kase].type, .tag = 7, .len = data_frames[kase].len};
+        tcp_hdr_t h = {.type = data_frames[kase].type, .tag = 7, .len = data_frames[kase].len,
+                       .aux = data_frames[kase].aux};
         for (int k = 0; k < nranks - 1; k++)
             RANK_CHECK(read(sync_pipe[0], &c, 1) == 1, "sync");
         RANK_CHECK(strcmp(comm->peers[0].ops->name, "tcp") == 0, "not over tcp");
         tcp_hdr_encode(&h, hdr);
         RANK_CHECK(write_all(ep->conn[0].fd, hdr, sizeof(hdr)) == 0, "forged header not sent");
     }
+    uint64_t named = data_frames[kase].aux ? data_frames[kase].aux : data_frames[kase].len;
     coll_status_t st = coll_recv(&x, 1, COLL_INT32, rank == 0 ? 1 : 0, 99, comm);
     const char *msg = coll_get_last_error(comm);
     RANK_CHECK(st != COLL_OK, "rank %d: the receive after the forged frame succeeded", rank);
@@ -300,9 +312,9 @@ static int rank_forged_frame(int rank, int nranks, const coll_unique_id_t *id, v
                data_frames[kase].len, msg);
         fflush(stdout);
     }
-    RANK_CHECK(strstr(msg, "rank 1 (") && has_number(msg, data_frames[kase].len),
+    RANK_CHECK(strstr(msg, "rank 1 (") && has_number(msg, named),
                "rank %d's message does not name rank 1 and the length %" PRIu64 ": %s", rank,
-               data_frames[kase].len, msg);
+               named, msg);
     coll_comm_abort(comm);
     return 0;
 }
@@ -312,9 +324,11 @@ START_TEST(test_forged_tcp_frame)
     int kase = _i;
     limit_address_space();
     setenv("COLL_TRANSPORTS", "tcp", 1);
+    setenv("COLL_TCP_EAGER_WINDOW", "1M", 1);
     ck_assert_int_eq(pipe(sync_pipe), 0);
     ck_assert_int_eq(harness_run(NRANKS, rank_forged_frame, &kase, 30), 0);
     unsetenv("COLL_TRANSPORTS");
+    unsetenv("COLL_TCP_EAGER_WINDOW");
     close(sync_pipe[0]);
     close(sync_pipe[1]);
 }

@@ -10,6 +10,9 @@
  *     smaller count), and COLL_NSOCKS does not apply between them;
  *   - head-of-line fix: simultaneous large exchanges both ways with small
  *     messages going through in the middle of them;
+ *   - eager credit: a sender running ahead of its receiver completes only
+ *     what fits the receiver's COLL_TCP_EAGER_WINDOW; the rest waits for
+ *     its receive and arrives intact;
  *   - the cost model: probed alpha and beta are the same on every rank,
  *     and COLL_LINK_BANDWIDTH / COLL_LINK_LATENCY are honoured.
  */
@@ -234,6 +237,94 @@ START_TEST(test_bidir)
 }
 END_TEST
 
+/* ---- eager credit --------------------------------------------------------- */
+
+/* The receiver's COLL_TCP_EAGER_WINDOW by case (the sender keeps its own
+ * default: the receiver's setting is the one that applies). */
+static const struct {
+    const char *env;
+    size_t bytes;
+} windows[] = {{"4M", 4u << 20}, {"1M", 1u << 20}, {"300K", 300u << 10}, {"0", 0}};
+#define FLOOD_MSGS 100
+#define FLOOD_BYTES 65536
+
+/* Progress rank 0's sends until at least `least` completed (20 s at most),
+ * then 0.2 s more so that any beyond the limit show; returns how many
+ * completed. */
+static size_t sends_done(coll_request_t *req, int n, size_t least)
+{
+    size_t done = 0;
+    double settle = 0, deadline = harness_now() + 20;
+
+    while (harness_now() < (settle ? settle : deadline)) {
+        for (int k = 0; k < n; k++) {
+            int fin = 0;
+            if (req[k] && coll_test(&req[k], &fin) == COLL_OK && fin)
+                done++;
+        }
+        if (!settle && done >= least)
+            settle = harness_now() + 0.2;
+    }
+    return done;
+}
+
+/* Rank 0 sends FLOOD_MSGS eager-sized messages that rank 1 takes only
+ * later, while rank 1 reads its socket (a receive for tag 99 is under
+ * way). Only what fits the window may complete before rank 1 receives
+ * them: the rest wait for their receive instead of in rank 1's memory
+ * (without the window all 100 completed). Twice: the second time shows the
+ * credit came back (all but less than a quarter of the window, which
+ * rank 1 still owes). */
+static int rank_window(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int kase = *(const int *)arg;
+    uint8_t *buf = malloc((size_t)FLOOD_MSGS * FLOOD_BYTES);
+    coll_request_t req[FLOOD_MSGS];
+    const size_t cost = FLOOD_BYTES + TCP_EAGER_OVERHEAD, w = windows[kase].bytes;
+    int32_t go = 1;
+
+    RANK_CHECK(buf, "out of memory");
+    if (rank == 1)
+        setenv("COLL_TCP_EAGER_WINDOW", windows[kase].env, 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    for (int round = 0; round < 2; round++) {
+        if (rank == 1) {
+            RANK_OK(coll_recv(&go, 1, COLL_INT32, 0, 99, comm));
+            for (int k = 0; k < FLOOD_MSGS; k++)
+                RANK_OK(coll_irecv(buf + (size_t)k * FLOOD_BYTES, FLOOD_BYTES, COLL_UINT8, 0,
+                                   1, comm, &req[k]));
+            RANK_OK(coll_waitall(FLOOD_MSGS, req));
+            for (int k = 0; k < FLOOD_MSGS; k++)
+                harness_verify(buf + (size_t)k * FLOOD_BYTES, FLOOD_BYTES, 0, k + round);
+            /* behind every credit frame on the socket */
+            RANK_OK(coll_send(&go, 1, COLL_INT32, 0, 98, comm));
+            continue;
+        }
+        size_t fit = w / cost, least = round == 0 ? fit : (w - w / 4) / cost;
+        for (int k = 0; k < FLOOD_MSGS; k++) {
+            harness_fill(buf + (size_t)k * FLOOD_BYTES, FLOOD_BYTES, 0, k + round);
+            RANK_OK(coll_isend(buf + (size_t)k * FLOOD_BYTES, FLOOD_BYTES, COLL_UINT8, 1, 1,
+                               comm, &req[k]));
+        }
+        size_t done = sends_done(req, FLOOD_MSGS, least);
+        RANK_CHECK(done >= least && done <= fit, "window %s, round %d: %zu of %d sends of %d "
+                   "bytes completed before rank 1 received any; %zu..%zu fit",
+                   windows[kase].env, round, done, FLOOD_MSGS, FLOOD_BYTES, least, fit);
+        RANK_OK(coll_send(&go, 1, COLL_INT32, 1, 99, comm));
+        RANK_OK(coll_waitall(FLOOD_MSGS, req));
+        RANK_OK(coll_recv(&go, 1, COLL_INT32, 1, 98, comm));
+    }
+    RANK_OK(coll_comm_destroy(comm));
+    free(buf);
+    return 0;
+}
+
+START_TEST(test_window)
+{
+    ck_assert_int_eq(harness_run(2, rank_window, &_i, 60), 0);
+}
+END_TEST
+
 /* ---- the cost model ------------------------------------------------------ */
 
 typedef struct cost_expect {
@@ -351,6 +442,10 @@ static Suite *tcp_suite(void)
     tcase_add_loop_test(tc, test_stripe_coll, 1, 3);
     tcase_add_test(tc, test_mixed_nsocks);
     tcase_add_loop_test(tc, test_bidir, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("window");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_window, 0, (int)COLL_ARRAY_LEN(windows));
     suite_add_tcase(s, tc);
     tc = tcase_create("cost");
     tcase_set_timeout(tc, 120);

@@ -179,7 +179,7 @@ static void handshake_seeds(void)
     h.dst_rank = UINT32_MAX;
     h.prefix.version = COLL_WIRE_VERSION + 1;
     coll_hello_encode(&h, hello);
-    put2("fuzz_handshake", "server_hello_version2", (const uint8_t[]){2, 0}, 2, hello,
+    put2("fuzz_handshake", "server_hello_version_skew", (const uint8_t[]){2, 0}, 2, hello,
          sizeof(hello));
 
     /* Client side: GREETING then WELCOME(OK), signed by the harness. */
@@ -351,6 +351,13 @@ static void tcp_frame_seeds(void)
     seed_setup(&t, 0, NULL, 0);
     seed_frame(&t, 1, TCP_ABORT, 0, 0, 12, 0, "rank 1: test", 12);
     put(T, "abort", t.buf, t.len);
+    /* credit for eager bytes never sent (a protocol error), and none */
+    seed_setup(&t, 0, NULL, 0);
+    seed_frame(&t, 0, TCP_CREDIT, 0, 0, 0, 4096, NULL, 0);
+    put(T, "credit_unowed", t.buf, t.len);
+    seed_setup(&t, 0, NULL, 0);
+    seed_frame(&t, 0, TCP_CREDIT, 0, 0, 0, 0, NULL, 0);
+    put(T, "credit_zero", t.buf, t.len);
 }
 
 int main(int argc, char **argv)

@@ -143,8 +143,8 @@ static coll_status_t read_chunk(const tcp_iface_t *iface, coll_param_id_t id, si
 }
 
 /* COLL_TCP_EAGER_LIMIT, COLL_NSOCKS, COLL_TCP_CHUNK (and their _LOCAL
- * twins), COLL_SOCKET_BUFSIZE. Eager sizes above what a receiver accepts
- * are lowered to it. */
+ * twins), COLL_TCP_EAGER_WINDOW, COLL_SOCKET_BUFSIZE. Eager sizes above
+ * what a receiver accepts are lowered to it. */
 static coll_status_t read_settings(tcp_iface_t *iface)
 {
     size_t bufsize;
@@ -157,6 +157,11 @@ static coll_status_t read_settings(tcp_iface_t *iface)
     COLL_CHECK(read_nsocks(iface, COLL_PARAM_NSOCKS_LOCAL, &iface->nsocks_local));
     COLL_CHECK(read_chunk(iface, COLL_PARAM_TCP_CHUNK, &iface->chunk));
     COLL_CHECK(read_chunk(iface, COLL_PARAM_TCP_CHUNK_LOCAL, &iface->chunk_local));
+    COLL_CHECK(coll_param_size(COLL_PARAM_TCP_EAGER_WINDOW, &iface->eager_window));
+    if (iface->eager_window > TCP_EAGER_WINDOW_MAX)
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: "
+                          "COLL_TCP_EAGER_WINDOW=%zu is above 1G", iface->super.params.rank,
+                          iface->eager_window);
     iface->host_hash = coll_host_hash();
     COLL_CHECK(coll_param_size(COLL_PARAM_SOCKET_BUFSIZE, &bufsize));
     if (bufsize > (1u << 30))
@@ -226,6 +231,7 @@ static coll_status_t tcp_iface_addr(coll_tp_iface_t *tiface, coll_tp_addr_t *add
     coll_addr_to_wire(&iface->addr, addr_p->data);
     addr_p->data[COLL_WIRE_ADDR_BYTES] = (uint8_t)iface->nsocks;
     addr_p->data[COLL_WIRE_ADDR_BYTES + 1] = (uint8_t)iface->nsocks_local;
+    coll_store_u32(addr_p->data + COLL_WIRE_ADDR_BYTES + 2, (uint32_t)iface->eager_window);
     return COLL_OK;
 }
 

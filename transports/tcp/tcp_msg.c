@@ -279,8 +279,9 @@ coll_status_t tcp_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
         req->complete(req, ep->error != COLL_OK ? ep->error : COLL_ERR_PEER_FAILED);
         return COLL_OK;
     }
-    if (req->len <= ep->eager_limit) {
+    if (req->len <= ep->eager_limit && req->len + TCP_EAGER_OVERHEAD <= ep->tx_credit) {
         tcp_hdr_t h = {.type = TCP_EAGER, .tag = req->tag, .len = req->len};
+        ep->tx_credit -= req->len + TCP_EAGER_OVERHEAD;
         tx_init(ep->iface, &priv->tx, &h, req->buf, req->len, req);
     } else {
         priv->id = ep->next_send_id++;
@@ -360,6 +361,24 @@ static coll_tp_req_t *find_by_id(coll_list_t *list, uint32_t id)
     return NULL;
 }
 
+/* An eager message of `len` bytes left our hands (delivered to a receive,
+ * or dropped): its credit goes back to the sender once a quarter of our
+ * window has gathered, so that a stream of small messages costs few
+ * CREDIT frames. */
+static void eager_delivered(tcp_ep_t *ep, size_t len)
+{
+    tcp_hdr_t h = {.type = TCP_CREDIT};
+
+    ep->rx_owed += len + TCP_EAGER_OVERHEAD;
+    if (ep->rx_owed < ep->iface->eager_window / 4 || ep->state != TCP_EP_READY ||
+        ep->bye_pending || ep->peer_left)
+        return;
+    h.aux = ep->rx_owed;
+    ep->rx_out -= ep->rx_owed;
+    ep->rx_owed = 0;
+    tcp_tx_control(ep, &ep->conn[0], &h, NULL, 0, 1); /* failing, the link is failing too */
+}
+
 static void on_eager(tcp_conn_t *c, const tcp_hdr_t *h)
 {
     tcp_ep_t *ep = c->ep;
@@ -371,7 +390,17 @@ static void on_eager(tcp_conn_t *c, const tcp_hdr_t *h)
                     (unsigned long long)h->len, TCP_EAGER_MAX);
         return;
     }
+    if (h->len + TCP_EAGER_OVERHEAD > ep->iface->eager_window - ep->rx_out) {
+        tcp_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent an eager message of %llu bytes beyond "
+                    "this rank's window (%zu of its COLL_TCP_EAGER_WINDOW=%zu bytes in use)",
+                    ep->super.desc, (unsigned long long)h->len, ep->rx_out,
+                    ep->iface->eager_window);
+        return;
+    }
+    ep->rx_out += h->len + TCP_EAGER_OVERHEAD;
     req = coll_match_take_posted(&ep->match, h->tag);
+    if (req)
+        eager_delivered(ep, h->len); /* it goes straight to its receive */
     if (req && req->len != h->len) {
         coll_match_size_mismatch(req, h->len);
         rx_discard(c, h->len);
@@ -412,6 +441,21 @@ static void on_rts(tcp_conn_t *c, const tcp_hdr_t *h)
     }
     if (coll_match_keep_remote(&ep->match, h->tag, h->len, h->id, NULL) != 0)
         tcp_ep_fail(ep, COLL_ERR_NO_MEMORY, "cannot record a message from %s", ep->super.desc);
+}
+
+static void on_credit(tcp_conn_t *c, const tcp_hdr_t *h)
+{
+    tcp_ep_t *ep = c->ep;
+    size_t out = ep->peer_window - ep->tx_credit; /* eager bytes not given back */
+
+    if (h->len != 0)
+        tcp_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent a credit frame with a payload of %llu "
+                    "bytes (it has none)", ep->super.desc, (unsigned long long)h->len);
+    else if (h->aux > out)
+        tcp_ep_fail(ep, COLL_ERR_PROTOCOL, "%s gave back %llu bytes of eager credit, but had "
+                    "only %zu", ep->super.desc, (unsigned long long)h->aux, out);
+    else
+        ep->tx_credit += h->aux;
 }
 
 static void on_cts(tcp_conn_t *c, const tcp_hdr_t *h)
@@ -518,6 +562,7 @@ static void on_header(tcp_conn_t *c)
     case TCP_CTS: on_cts(c, h); break;
     case TCP_DATA: on_data(c, h); break;
     case TCP_BYE: on_bye(c); break;
+    case TCP_CREDIT: on_credit(c, h); break;
     case TCP_ABORT:
         if (h->len > COLL_WIRE_ERRTEXT_MAX) {
             tcp_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent an abort notice of %llu bytes",
@@ -546,6 +591,7 @@ static void unexpected_done(tcp_conn_t *c)
         coll_list_push_back(&ep->match.unexpected, &ux->link);
         return;
     }
+    eager_delivered(ep, ux->len);
     coll_match_deliver_eager(late, ux); /* folds it when the receive reduces */
     free(ux);
 }
@@ -753,6 +799,7 @@ coll_status_t tcp_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
         return COLL_OK;
     }
     if (ux->data) {
+        eager_delivered(ep, ux->len);
         coll_match_deliver_eager(req, ux);
     } else if (ep->state == TCP_EP_READY && !ep->peer_left) {
         answer_rts(ep, req, ux->id, ux->len);
