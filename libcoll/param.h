@@ -58,11 +58,14 @@ typedef enum coll_param_type {
     X(TCP_EAGER_LIMIT_LOCAL, COLL_PARAM_SIZE, "64K",                                     \
       "COLL_TCP_EAGER_LIMIT toward a peer on the same host, where the round trip is a "  \
       "few microseconds and a message sent before its receive is posted costs a copy")   \
-    X(TCP_EAGER_WINDOW, COLL_PARAM_SIZE, "4M",                                           \
+    X(TCP_EAGER_WINDOW, COLL_PARAM_SIZE, "64M",                                          \
       "Eager TCP messages a peer may send us that no receive has taken yet, in bytes "  \
       "(each counts its length plus 128; up to 1G): beyond it the peer's messages wait " \
-      "for their receive, which bounds the memory a sender running ahead costs us. 0: " \
-      "every message waits for its receive")                                            \
+      "for their receive, which bounds the memory a sender running ahead costs us. It "  \
+      "must cover what is in flight on the link (4M slowed a 1 Gbit/s ring). 0: every " \
+      "message waits for its receive")                                                  \
+    X(TCP_EAGER_WINDOW_LOCAL, COLL_PARAM_SIZE, "4M",                                     \
+      "COLL_TCP_EAGER_WINDOW toward a peer on the same host, where little is in flight") \
     X(NSOCKS, COLL_PARAM_INT, "4",                                                       \
       "TCP sockets per peer (1..16; a pair uses the smaller of its two settings): large " \
       "messages are striped across them in COLL_TCP_CHUNK pieces")                       \

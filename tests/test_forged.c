@@ -324,11 +324,11 @@ START_TEST(test_forged_tcp_frame)
     int kase = _i;
     limit_address_space();
     setenv("COLL_TRANSPORTS", "tcp", 1);
-    setenv("COLL_TCP_EAGER_WINDOW", "1M", 1);
+    setenv("COLL_TCP_EAGER_WINDOW_LOCAL", "1M", 1);
     ck_assert_int_eq(pipe(sync_pipe), 0);
     ck_assert_int_eq(harness_run(NRANKS, rank_forged_frame, &kase, 30), 0);
     unsetenv("COLL_TRANSPORTS");
-    unsetenv("COLL_TCP_EAGER_WINDOW");
+    unsetenv("COLL_TCP_EAGER_WINDOW_LOCAL");
     close(sync_pipe[0]);
     close(sync_pipe[1]);
 }

@@ -11,8 +11,9 @@
  *   - head-of-line fix: simultaneous large exchanges both ways with small
  *     messages going through in the middle of them;
  *   - eager credit: a sender running ahead of its receiver completes only
- *     what fits the receiver's COLL_TCP_EAGER_WINDOW; the rest waits for
- *     its receive and arrives intact;
+ *     what fits the receiver's COLL_TCP_EAGER_WINDOW_LOCAL (not
+ *     COLL_TCP_EAGER_WINDOW: the ranks share a kernel); the rest waits
+ *     for its receive and arrives intact;
  *   - the cost model: probed alpha and beta are the same on every rank,
  *     and COLL_LINK_BANDWIDTH / COLL_LINK_LATENCY are honoured.
  */
@@ -239,12 +240,20 @@ END_TEST
 
 /* ---- eager credit --------------------------------------------------------- */
 
-/* The receiver's COLL_TCP_EAGER_WINDOW by case (the sender keeps its own
- * default: the receiver's setting is the one that applies). */
+/* The receiver's eager window by case (the sender keeps its own defaults:
+ * the receiver's setting is the one that applies). The ranks share a
+ * kernel, so COLL_TCP_EAGER_WINDOW_LOCAL applies and COLL_TCP_EAGER_WINDOW
+ * does not (the last case: the local default, 4 MiB, holds). */
 static const struct {
-    const char *env;
+    const char *var, *env;
     size_t bytes;
-} windows[] = {{"4M", 4u << 20}, {"1M", 1u << 20}, {"300K", 300u << 10}, {"0", 0}};
+} windows[] = {
+    {"COLL_TCP_EAGER_WINDOW_LOCAL", "4M", 4u << 20},
+    {"COLL_TCP_EAGER_WINDOW_LOCAL", "1M", 1u << 20},
+    {"COLL_TCP_EAGER_WINDOW_LOCAL", "300K", 300u << 10},
+    {"COLL_TCP_EAGER_WINDOW_LOCAL", "0", 0},
+    {"COLL_TCP_EAGER_WINDOW", "0", 4u << 20},
+};
 #define FLOOD_MSGS 100
 #define FLOOD_BYTES 65536
 
@@ -285,7 +294,7 @@ static int rank_window(int rank, int nranks, const coll_unique_id_t *id, void *a
 
     RANK_CHECK(buf, "out of memory");
     if (rank == 1)
-        setenv("COLL_TCP_EAGER_WINDOW", windows[kase].env, 1);
+        setenv(windows[kase].var, windows[kase].env, 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
     for (int round = 0; round < 2; round++) {
         if (rank == 1) {
@@ -307,9 +316,10 @@ static int rank_window(int rank, int nranks, const coll_unique_id_t *id, void *a
                                comm, &req[k]));
         }
         size_t done = sends_done(req, FLOOD_MSGS, least);
-        RANK_CHECK(done >= least && done <= fit, "window %s, round %d: %zu of %d sends of %d "
+        RANK_CHECK(done >= least && done <= fit, "%s=%s, round %d: %zu of %d sends of %d "
                    "bytes completed before rank 1 received any; %zu..%zu fit",
-                   windows[kase].env, round, done, FLOOD_MSGS, FLOOD_BYTES, least, fit);
+                   windows[kase].var, windows[kase].env, round, done, FLOOD_MSGS, FLOOD_BYTES,
+                   least, fit);
         RANK_OK(coll_send(&go, 1, COLL_INT32, 1, 99, comm));
         RANK_OK(coll_waitall(FLOOD_MSGS, req));
         RANK_OK(coll_recv(&go, 1, COLL_INT32, 1, 98, comm));

@@ -142,7 +142,8 @@ static int rig_open(rig_t *g)
     coll_addr_resolve("127.0.0.1", 1, "fuzz", &peer_addr);
     coll_addr_to_wire(&peer_addr, peer.addrs[0].data);
     peer.addrs[0].data[COLL_WIRE_ADDR_BYTES] = 2;
-    coll_store_u32(peer.addrs[0].data + COLL_WIRE_ADDR_BYTES + 2, 1u << 20); /* eager window */
+    coll_store_u32(peer.addrs[0].data + TCP_ADDR_WINDOW, 1u << 20);     /* eager windows */
+    coll_store_u32(peer.addrs[0].data + TCP_ADDR_WINDOW + 4, 1u << 20);
     FUZZ_CHECK(tcp_ep_accept(g->iface, &peer, &g->ep) == COLL_OK, "tcp_ep_accept failed");
     tcp_ep_t *ep = (tcp_ep_t *)g->ep;
     FUZZ_CHECK(ep->nconn == 2, "%d sockets, expected 2", ep->nconn);

@@ -32,7 +32,8 @@
  * socket the peer reads first.
  *
  * Eager credit: a sender may have at most the receiver's
- * COLL_TCP_EAGER_WINDOW (published in its address blob) of eager messages
+ * COLL_TCP_EAGER_WINDOW (or its _LOCAL twin; both are published in the
+ * receiver's address blob) of eager messages
  * that the receiver has not delivered yet, each counted as its length plus
  * TCP_EAGER_OVERHEAD. A message that does not fit goes as RTS, so it waits
  * for its receive instead of for the receiver's memory. The receiver
@@ -72,8 +73,10 @@
  * destination after a trip to memory (a multiple of COLL_TP_FOLD_ALIGN). */
 #define TCP_FOLD_BYTES (64u << 10)
 /* The address blob: the wire address, the sender's socket counts
- * (COLL_NSOCKS, COLL_NSOCKS_LOCAL), then its COLL_TCP_EAGER_WINDOW (u32). */
-#define TCP_ADDR_BYTES (COLL_WIRE_ADDR_BYTES + 6)
+ * (COLL_NSOCKS, COLL_NSOCKS_LOCAL, a byte each), then its eager windows
+ * (COLL_TCP_EAGER_WINDOW, COLL_TCP_EAGER_WINDOW_LOCAL, u32 each). */
+#define TCP_ADDR_BYTES (COLL_WIRE_ADDR_BYTES + 10)
+#define TCP_ADDR_WINDOW (COLL_WIRE_ADDR_BYTES + 2)
 /* What an eager message costs of the window beyond its payload: the
  * receiver's record and allocation for it (so that a flood of empty
  * messages is bounded too). */
@@ -209,7 +212,9 @@ struct tcp_ep {
     int nconn;
     size_t chunk;             /* COLL_TCP_CHUNK, or its _LOCAL twin */
     size_t eager_limit;       /* COLL_TCP_EAGER_LIMIT, or its _LOCAL twin */
-    size_t peer_window;       /* the peer's COLL_TCP_EAGER_WINDOW */
+    size_t rx_window;         /* our COLL_TCP_EAGER_WINDOW toward it (or _LOCAL) */
+    size_t peer_window;       /* its COLL_TCP_EAGER_WINDOW toward us (or _LOCAL) */
+    int local;                /* it shares our kernel: the _LOCAL settings apply */
     size_t tx_credit;         /* eager bytes we may still send it */
     size_t rx_out;            /* eager bytes received, not yet given back */
     size_t rx_owed;           /* of those, delivered: given back in a batch */
@@ -245,6 +250,7 @@ struct tcp_iface {
     size_t chunk;             /* COLL_TCP_CHUNK */
     size_t chunk_local;       /* COLL_TCP_CHUNK_LOCAL */
     size_t eager_window;      /* COLL_TCP_EAGER_WINDOW */
+    size_t eager_window_local; /* COLL_TCP_EAGER_WINDOW_LOCAL */
     int nsocks;               /* COLL_NSOCKS */
     int nsocks_local;         /* COLL_NSOCKS_LOCAL */
     uint64_t host_hash;       /* coll_host_hash(): which peers share our kernel */

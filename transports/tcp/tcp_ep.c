@@ -52,8 +52,9 @@ static void ep_set_desc(tcp_ep_t *ep, const char *peer_str)
 }
 
 /* The peer's address, socket count and eager window from its blob (0
- * sockets: invalid): its COLL_NSOCKS_LOCAL when it shares our kernel,
- * else its COLL_NSOCKS. */
+ * sockets: invalid): its COLL_NSOCKS_LOCAL and COLL_TCP_EAGER_WINDOW_LOCAL
+ * when it shares our kernel, else its COLL_NSOCKS and
+ * COLL_TCP_EAGER_WINDOW. */
 static int peer_nsocks(const coll_peer_info_t *peer, int local, coll_addr_t *addr,
                        size_t *window)
 {
@@ -62,7 +63,8 @@ static int peer_nsocks(const coll_peer_info_t *peer, int local, coll_addr_t *add
     memset(addr, 0, sizeof(*addr));
     if (!a || a->len != TCP_ADDR_BYTES || coll_addr_from_wire(a->data, addr) != 0)
         return 0;
-    *window = COLL_MIN(coll_load_u32(a->data + COLL_WIRE_ADDR_BYTES + 2), TCP_EAGER_WINDOW_MAX);
+    *window = COLL_MIN(coll_load_u32(a->data + TCP_ADDR_WINDOW + (local ? 4 : 0)),
+                       TCP_EAGER_WINDOW_MAX);
     return a->data[COLL_WIRE_ADDR_BYTES + (local ? 1 : 0)];
 }
 
@@ -92,6 +94,8 @@ static tcp_ep_t *ep_alloc(tcp_iface_t *iface, const coll_peer_info_t *peer)
     local = peer->host_hash == iface->host_hash;
     theirs = peer_nsocks(peer, local, &ep->peer_addr, &ep->peer_window);
     ep->tx_credit = ep->peer_window;
+    ep->rx_window = local ? iface->eager_window_local : iface->eager_window;
+    ep->local = local;
     /* Both sides use the smaller count, so they agree without a round trip. */
     ep->nconn = COLL_MAX(1, COLL_MIN(local ? iface->nsocks_local : iface->nsocks, theirs));
     ep->chunk = local ? iface->chunk_local : iface->chunk;

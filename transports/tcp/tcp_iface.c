@@ -142,8 +142,21 @@ static coll_status_t read_chunk(const tcp_iface_t *iface, coll_param_id_t id, si
     return COLL_OK;
 }
 
-/* COLL_TCP_EAGER_LIMIT, COLL_NSOCKS, COLL_TCP_CHUNK (and their _LOCAL
- * twins), COLL_TCP_EAGER_WINDOW, COLL_SOCKET_BUFSIZE. Eager sizes above
+/* An eager window (COLL_TCP_EAGER_WINDOW, its _LOCAL twin), checked. */
+static coll_status_t read_window(const tcp_iface_t *iface, coll_param_id_t id, size_t *out)
+{
+    size_t n;
+
+    COLL_CHECK(coll_param_size(id, &n));
+    if (n > TCP_EAGER_WINDOW_MAX)
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: %s=%zu is above 1G",
+                          iface->super.params.rank, coll_param_info(id)->name, n);
+    *out = n;
+    return COLL_OK;
+}
+
+/* COLL_TCP_EAGER_LIMIT, COLL_NSOCKS, COLL_TCP_CHUNK, COLL_TCP_EAGER_WINDOW
+ * (and their _LOCAL twins), COLL_SOCKET_BUFSIZE. Eager sizes above
  * what a receiver accepts are lowered to it. */
 static coll_status_t read_settings(tcp_iface_t *iface)
 {
@@ -157,11 +170,8 @@ static coll_status_t read_settings(tcp_iface_t *iface)
     COLL_CHECK(read_nsocks(iface, COLL_PARAM_NSOCKS_LOCAL, &iface->nsocks_local));
     COLL_CHECK(read_chunk(iface, COLL_PARAM_TCP_CHUNK, &iface->chunk));
     COLL_CHECK(read_chunk(iface, COLL_PARAM_TCP_CHUNK_LOCAL, &iface->chunk_local));
-    COLL_CHECK(coll_param_size(COLL_PARAM_TCP_EAGER_WINDOW, &iface->eager_window));
-    if (iface->eager_window > TCP_EAGER_WINDOW_MAX)
-        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: "
-                          "COLL_TCP_EAGER_WINDOW=%zu is above 1G", iface->super.params.rank,
-                          iface->eager_window);
+    COLL_CHECK(read_window(iface, COLL_PARAM_TCP_EAGER_WINDOW, &iface->eager_window));
+    COLL_CHECK(read_window(iface, COLL_PARAM_TCP_EAGER_WINDOW_LOCAL, &iface->eager_window_local));
     iface->host_hash = coll_host_hash();
     COLL_CHECK(coll_param_size(COLL_PARAM_SOCKET_BUFSIZE, &bufsize));
     if (bufsize > (1u << 30))
@@ -231,7 +241,8 @@ static coll_status_t tcp_iface_addr(coll_tp_iface_t *tiface, coll_tp_addr_t *add
     coll_addr_to_wire(&iface->addr, addr_p->data);
     addr_p->data[COLL_WIRE_ADDR_BYTES] = (uint8_t)iface->nsocks;
     addr_p->data[COLL_WIRE_ADDR_BYTES + 1] = (uint8_t)iface->nsocks_local;
-    coll_store_u32(addr_p->data + COLL_WIRE_ADDR_BYTES + 2, (uint32_t)iface->eager_window);
+    coll_store_u32(addr_p->data + TCP_ADDR_WINDOW, (uint32_t)iface->eager_window);
+    coll_store_u32(addr_p->data + TCP_ADDR_WINDOW + 4, (uint32_t)iface->eager_window_local);
     return COLL_OK;
 }
 

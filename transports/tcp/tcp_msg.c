@@ -370,7 +370,7 @@ static void eager_delivered(tcp_ep_t *ep, size_t len)
     tcp_hdr_t h = {.type = TCP_CREDIT};
 
     ep->rx_owed += len + TCP_EAGER_OVERHEAD;
-    if (ep->rx_owed < ep->iface->eager_window / 4 || ep->state != TCP_EP_READY ||
+    if (ep->rx_owed < ep->rx_window / 4 || ep->state != TCP_EP_READY ||
         ep->bye_pending || ep->peer_left)
         return;
     h.aux = ep->rx_owed;
@@ -390,11 +390,11 @@ static void on_eager(tcp_conn_t *c, const tcp_hdr_t *h)
                     (unsigned long long)h->len, TCP_EAGER_MAX);
         return;
     }
-    if (h->len + TCP_EAGER_OVERHEAD > ep->iface->eager_window - ep->rx_out) {
+    if (h->len + TCP_EAGER_OVERHEAD > ep->rx_window - ep->rx_out) {
         tcp_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent an eager message of %llu bytes beyond "
-                    "this rank's window (%zu of its COLL_TCP_EAGER_WINDOW=%zu bytes in use)",
+                    "this rank's window (%zu of its COLL_TCP_EAGER_WINDOW%s=%zu bytes in use)",
                     ep->super.desc, (unsigned long long)h->len, ep->rx_out,
-                    ep->iface->eager_window);
+                    ep->local ? "_LOCAL" : "", ep->rx_window);
         return;
     }
     ep->rx_out += h->len + TCP_EAGER_OVERHEAD;
