@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,18 @@ double harness_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int harness_own_cpus(int *cpus, int max)
+{
+    cpu_set_t set;
+    int n = 0;
+
+    ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+    for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+        if (CPU_ISSET(c, &set))
+            cpus[n++] = c;
+    return n;
 }
 
 int harness_sh(const char *cmd, char *out, size_t outlen)

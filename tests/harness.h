@@ -59,6 +59,10 @@ int harness_count_lines(const char *path, const char *needle);
 /* Seconds since an arbitrary point (monotonic). */
 double harness_now(void);
 
+/* The first `max` CPUs this process may run on, lowest first, into cpus;
+ * returns how many (the test fails if the mask cannot be read). */
+int harness_own_cpus(int *cpus, int max);
+
 /* Start argv (argv[0] searched in PATH) with stdout to out_path and stderr
  * to err_path (the same path: one file for both). The child gets default
  * signal dispositions and an empty mask: a shell that started us in the

@@ -465,19 +465,6 @@ END_TEST
 
 /* ---- CPU binding ------------------------------------------------------------------ */
 
-/* The CPUs this process may use, lowest first (collrun inherits them). */
-static int own_cpus(int *cpus, int max)
-{
-    cpu_set_t set;
-    int n = 0;
-
-    ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
-    for (int c = 0; c < CPU_SETSIZE && n < max; c++)
-        if (CPU_ISSET(c, &set))
-            cpus[n++] = c;
-    return n;
-}
-
 /* Each rank of `np` prints the CPUs it may run on, as the kernel lists
  * them (bind NULL: collrun's default). */
 static char *bound_lists(const char *dir, const char *bind, int np)
@@ -515,7 +502,7 @@ static void check_bound(const char *dir, const char *bind, int np, const int *cp
 START_TEST(test_bind_to)
 {
     char dir[64], all[64] = "";
-    int cpus[CPU_SETSIZE], n = own_cpus(cpus, CPU_SETSIZE);
+    int cpus[CPU_SETSIZE], n = harness_own_cpus(cpus, CPU_SETSIZE); /* collrun inherits them */
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
 

@@ -55,7 +55,7 @@ static void ep_set_desc(tcp_ep_t *ep, const char *peer_str)
  * sockets: invalid): its COLL_NSOCKS_LOCAL and COLL_TCP_EAGER_WINDOW_LOCAL
  * when it shares our kernel, else its COLL_NSOCKS and
  * COLL_TCP_EAGER_WINDOW. */
-static int peer_nsocks(const coll_peer_info_t *peer, int local, coll_addr_t *addr,
+static int read_peer_blob(const coll_peer_info_t *peer, int local, coll_addr_t *addr,
                        size_t *window)
 {
     const coll_tp_addr_t *a = coll_peer_info_addr(peer, COLL_TP_TCP);
@@ -92,7 +92,7 @@ static tcp_ep_t *ep_alloc(tcp_iface_t *iface, const coll_peer_info_t *peer)
      * memory copies: striping buys no bandwidth there and costs a system
      * call per chunk on both sides. Both sides see the same host hash. */
     local = peer->host_hash == iface->host_hash;
-    theirs = peer_nsocks(peer, local, &ep->peer_addr, &ep->peer_window);
+    theirs = read_peer_blob(peer, local, &ep->peer_addr, &ep->peer_window);
     ep->tx_credit = ep->peer_window;
     ep->rx_window = local ? iface->eager_window_local : iface->eager_window;
     ep->local = local;

@@ -74,6 +74,12 @@ static uint8_t tx_type(const tcp_tx_t *tx)
     return tx->hdr[0];
 }
 
+/* What an eager message of `len` bytes takes of the receiver's window. */
+static size_t eager_cost(size_t len)
+{
+    return len + TCP_EAGER_OVERHEAD;
+}
+
 static int conn_usable(const tcp_conn_t *c)
 {
     return c->fd >= 0 && c->state == TCP_CONN_READY && c->ep->state == TCP_EP_READY;
@@ -279,9 +285,9 @@ coll_status_t tcp_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
         req->complete(req, ep->error != COLL_OK ? ep->error : COLL_ERR_PEER_FAILED);
         return COLL_OK;
     }
-    if (req->len <= ep->eager_limit && req->len + TCP_EAGER_OVERHEAD <= ep->tx_credit) {
+    if (req->len <= ep->eager_limit && eager_cost(req->len) <= ep->tx_credit) {
         tcp_hdr_t h = {.type = TCP_EAGER, .tag = req->tag, .len = req->len};
-        ep->tx_credit -= req->len + TCP_EAGER_OVERHEAD;
+        ep->tx_credit -= eager_cost(req->len);
         tx_init(ep->iface, &priv->tx, &h, req->buf, req->len, req);
     } else {
         priv->id = ep->next_send_id++;
@@ -369,7 +375,7 @@ static void eager_delivered(tcp_ep_t *ep, size_t len)
 {
     tcp_hdr_t h = {.type = TCP_CREDIT};
 
-    ep->rx_owed += len + TCP_EAGER_OVERHEAD;
+    ep->rx_owed += eager_cost(len);
     if (ep->rx_owed < ep->rx_window / 4 || ep->state != TCP_EP_READY ||
         ep->bye_pending || ep->peer_left)
         return;
@@ -390,14 +396,14 @@ static void on_eager(tcp_conn_t *c, const tcp_hdr_t *h)
                     (unsigned long long)h->len, TCP_EAGER_MAX);
         return;
     }
-    if (h->len + TCP_EAGER_OVERHEAD > ep->rx_window - ep->rx_out) {
+    if (eager_cost(h->len) > ep->rx_window - ep->rx_out) {
         tcp_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent an eager message of %llu bytes beyond "
                     "this rank's window (%zu of its COLL_TCP_EAGER_WINDOW%s=%zu bytes in use)",
                     ep->super.desc, (unsigned long long)h->len, ep->rx_out,
                     ep->local ? "_LOCAL" : "", ep->rx_window);
         return;
     }
-    ep->rx_out += h->len + TCP_EAGER_OVERHEAD;
+    ep->rx_out += eager_cost(h->len);
     req = coll_match_take_posted(&ep->match, h->tag);
     if (req)
         eager_delivered(ep, h->len); /* it goes straight to its receive */
