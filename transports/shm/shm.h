@@ -42,7 +42,11 @@
  * A receiver raises its `reading` flag while it copies a sender's buffer
  * with process_vm_readv; the sender counts that as progress and keeps
  * polling instead of sleeping, so the FIN that ends the read costs no
- * wake-up (shm_ep_being_read).
+ * wake-up (shm_ep_being_read). The read itself waits for the end of the
+ * endpoint's next poll (rndv_reads): a receive posted, or an RTS read,
+ * while the rank still has its own sends to post would otherwise hold
+ * those RTS back for the whole copy, and the peer's read of them would
+ * start only after ours instead of beside it.
  */
 #ifndef COLL_SHM_H
 #define COLL_SHM_H
@@ -199,7 +203,8 @@ typedef struct shm_tx {
 typedef struct shm_req_priv {
     shm_tx_t tx;
     uint32_t id;          /* send: our id in RTS */
-    uint32_t peer_id;     /* send: the receiver's id from CTS */
+    uint32_t peer_id;     /* send: the receiver's id from CTS; read: the sender's id */
+    uint64_t addr;        /* read: the sender's buffer (RTS) */
     size_t data_off;      /* send: payload bytes queued so far */
     int read_seen;        /* send: the peer was seen reading (logged once) */
 } shm_req_priv_t;
@@ -261,6 +266,8 @@ typedef struct shm_ep {
     coll_match_t match;
     coll_list_t rndv_sends;   /* RTS written, waiting for CTS or FIN (req->link) */
     coll_list_t rndv_recvs;   /* CTS written, waiting for DATA (req->link) */
+    coll_list_t rndv_reads;   /* matched RTS, read at the end of the next poll */
+    int reads_due;            /* rndv_reads is not empty (the idle hook's view) */
     uint32_t next_send_id;
     uint32_t next_recv_id;
 } shm_ep_t;

@@ -137,6 +137,7 @@ static shm_ep_t *ep_alloc(shm_iface_t *iface, const coll_peer_info_t *peer, int 
     coll_match_init(&ep->match);
     coll_list_init(&ep->rndv_sends);
     coll_list_init(&ep->rndv_recvs);
+    coll_list_init(&ep->rndv_reads);
     if (shm_peer_addr(ep, peer) != 0) {
         free(ep);
         return NULL;

@@ -259,14 +259,76 @@ static int ring_has_bye(shm_ep_t *ep)
     return 0;
 }
 
-/* Answer an RTS that matched `req` (NULL: nobody will ever take it). */
+/* Ask for the data through the ring. */
+static void send_cts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id)
+{
+    shm_priv(req)->id = ep->next_recv_id++;
+    shm_rec_t cts = {.type = SHM_CTS, .id = send_id, .aux = shm_priv(req)->id};
+    coll_list_push_back(&ep->rndv_recvs, &req->link);
+    shm_tx_control(ep, &cts);
+}
+
+/* Copy a matched message straight out of the sender's memory, then FIN;
+ * where the kernel does not allow it, fall back to the ring for good. */
+static void read_now(shm_ep_t *ep, coll_tp_req_t *req)
+{
+    shm_req_priv_t *priv = shm_priv(req);
+    shm_rec_t fin = {.type = SHM_FIN, .id = priv->peer_id};
+    uint32_t *reading = &ep->seg->reading[ep->side].v;
+    size_t msg_len = req->len;
+    int err;
+
+    __atomic_store_n(reading, 1, __ATOMIC_RELAXED);
+    err = req->fold ? cma_fold(ep, req, priv->addr, msg_len)
+                    : cma_read(ep, req->buf, priv->addr, msg_len);
+    __atomic_store_n(reading, 0, __ATOMIC_RELAXED);
+    /* A sender that leaves fails its large sends nobody answered, then
+     * says goodbye: its buffer may be gone, whatever we read. */
+    if ((err == 0 || err == ESRCH || err == EFAULT) && ring_has_bye(ep)) {
+        req->complete(req, COLL_ERR_PEER_FAILED);
+        return;
+    }
+    /* It aborted and went away while we read: its reason, not "died". */
+    if (err != 0 && __atomic_load_n(&ep->rx.ctl->closed, __ATOMIC_ACQUIRE)) {
+        on_abort_notice(ep);
+        req->complete(req, COLL_ERR_PEER_FAILED);
+        return;
+    }
+    if (err == 0) {
+        shm_tx_control(ep, &fin);
+        req->bytes_done = msg_len;
+        req->complete(req, COLL_OK);
+        return;
+    }
+    if (err == ESRCH) {
+        shm_ep_fail(ep, COLL_ERR_PEER_FAILED, "%s died without leaving the communicator "
+                    "(killed or crashed?)", ep->super.desc);
+        req->complete(req, COLL_ERR_PEER_FAILED);
+        return;
+    }
+    if (err != EPERM && err != ENOSYS && err != EACCES) {
+        shm_ep_fail(ep, COLL_ERR_PEER_FAILED, "cannot read %zu bytes of %s's message (tag "
+                    "%llx) from its memory: %s", msg_len, ep->super.desc,
+                    (unsigned long long)req->tag, strerror(err));
+        req->complete(req, COLL_ERR_PEER_FAILED);
+        return;
+    }
+    ep->iface->cma = 0;
+    COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: cross-memory attach to %s is not permitted "
+              "(process_vm_readv: %s; seccomp or ptrace rules?); large messages are copied "
+              "through the shared ring from now on", ep->iface->super.params.rank,
+              ep->super.desc, strerror(err));
+    send_cts(ep, req, priv->peer_id);
+}
+
+/* Answer an RTS that matched `req` (NULL: nobody will ever take it). A
+ * read from the sender's memory waits for the end of the next poll
+ * (shm.h); so do the receives matched after it. */
 static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_t msg_len,
                        uint64_t addr)
 {
-    shm_rec_t fin = {.type = SHM_FIN, .id = send_id};
-    int err;
-
     if (!req || req->len != msg_len) {
+        shm_rec_t fin = {.type = SHM_FIN, .id = send_id};
         shm_tx_control(ep, &fin); /* the sender completes; we report the mismatch */
         if (req)
             coll_match_size_mismatch(req, msg_len);
@@ -275,51 +337,28 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
     /* Above COLL_SHM_CMA_MAX the ring's pipelined copies (or folds) are
      * faster than reading the peer's memory, which is not in cache. */
     if (addr && ep->iface->cma && msg_len <= ep->iface->cma_max) {
-        uint32_t *reading = &ep->seg->reading[ep->side].v;
-        __atomic_store_n(reading, 1, __ATOMIC_RELAXED);
-        err = req->fold ? cma_fold(ep, req, addr, msg_len) : cma_read(ep, req->buf, addr, msg_len);
-        __atomic_store_n(reading, 0, __ATOMIC_RELAXED);
-        /* A sender that leaves fails its large sends nobody answered, then
-         * says goodbye: its buffer may be gone, whatever we read. */
-        if ((err == 0 || err == ESRCH || err == EFAULT) && ring_has_bye(ep)) {
-            req->complete(req, COLL_ERR_PEER_FAILED);
-            return;
-        }
-        /* It aborted and went away while we read: its reason, not "died". */
-        if (err != 0 && __atomic_load_n(&ep->rx.ctl->closed, __ATOMIC_ACQUIRE)) {
-            on_abort_notice(ep);
-            req->complete(req, COLL_ERR_PEER_FAILED);
-            return;
-        }
-        if (err == 0) {
-            shm_tx_control(ep, &fin);
-            req->bytes_done = msg_len;
-            req->complete(req, COLL_OK);
-            return;
-        }
-        if (err == ESRCH) {
-            shm_ep_fail(ep, COLL_ERR_PEER_FAILED, "%s died without leaving the communicator "
-                        "(killed or crashed?)", ep->super.desc);
-            req->complete(req, COLL_ERR_PEER_FAILED);
-            return;
-        }
-        if (err != EPERM && err != ENOSYS && err != EACCES) {
-            shm_ep_fail(ep, COLL_ERR_PEER_FAILED, "cannot read %zu bytes of %s's message (tag "
-                        "%llx) from its memory: %s", msg_len, ep->super.desc,
-                        (unsigned long long)req->tag, strerror(err));
-            req->complete(req, COLL_ERR_PEER_FAILED);
-            return;
-        }
-        ep->iface->cma = 0;
-        COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: cross-memory attach to %s is not permitted "
-                  "(process_vm_readv: %s; seccomp or ptrace rules?); large messages are copied "
-                  "through the shared ring from now on", ep->iface->super.params.rank,
-                  ep->super.desc, strerror(err));
+        shm_priv(req)->peer_id = send_id;
+        shm_priv(req)->addr = addr;
+        coll_list_push_back(&ep->rndv_reads, &req->link);
+        __atomic_store_n(&ep->reads_due, 1, __ATOMIC_RELAXED);
+        return;
     }
-    shm_priv(req)->id = ep->next_recv_id++;
-    shm_rec_t cts = {.type = SHM_CTS, .id = send_id, .aux = shm_priv(req)->id};
-    coll_list_push_back(&ep->rndv_recvs, &req->link);
-    shm_tx_control(ep, &cts);
+    send_cts(ep, req, send_id);
+}
+
+/* The reads answer_rts left for now, in the order they matched. */
+static int read_due(shm_ep_t *ep)
+{
+    int moved = 0;
+
+    while (ep->state == SHM_EP_READY && !coll_list_empty(&ep->rndv_reads)) {
+        coll_tp_req_t *req = coll_list_first(&ep->rndv_reads, coll_tp_req_t, link);
+        coll_list_del(&req->link);
+        read_now(ep, req);
+        moved = 1;
+    }
+    __atomic_store_n(&ep->reads_due, !coll_list_empty(&ep->rndv_reads), __ATOMIC_RELAXED);
+    return moved;
 }
 
 static coll_tp_req_t *find_by_id(coll_list_t *list, uint32_t id)
@@ -506,6 +545,7 @@ int shm_ep_has_input(const shm_ep_t *ep)
     return (head != __atomic_load_n(&rx->tail, __ATOMIC_RELAXED) &&
             head != __atomic_load_n(&ep->rx_parked_head, __ATOMIC_RELAXED)) ||
            __atomic_load_n(&rx->closed, __ATOMIC_SEQ_CST) ||
+           __atomic_load_n(&ep->reads_due, __ATOMIC_RELAXED) ||
            (__atomic_load_n(&ep->tx_blocked, __ATOMIC_RELAXED) &&
             __atomic_load_n(&tx->tail, __ATOMIC_SEQ_CST) !=
                 __atomic_load_n(&ep->tx.tail_cache, __ATOMIC_RELAXED));
@@ -538,7 +578,7 @@ static int may_park(shm_ep_t *ep, uint64_t off)
 
     if (__atomic_load_n(&h->type, __ATOMIC_RELAXED) != SHM_EAGER ||
         !coll_list_empty(&ep->match.posted) || !coll_list_empty(&ep->rndv_sends) ||
-        !coll_list_empty(&ep->rndv_recvs) || ep->bye_queued || ep->rx_drain ||
+        !coll_list_empty(&ep->rndv_recvs) || !coll_list_empty(&ep->rndv_reads) || ep->bye_queued || ep->rx_drain ||
         ep->iface->ntx_blocked > 0)
         return 0;
     stuck = __atomic_load_n(&ep->rx.ctl->stuck_since, __ATOMIC_RELAXED);
@@ -596,6 +636,12 @@ int shm_ep_poll(shm_ep_t *ep)
         shm_tx_flush(ep);
         moved |= ep->tx.head != before;
     }
+    /* after the flush: our own RTS go out before we spend a copy's time */
+    if (ep->state == SHM_EP_READY && !coll_list_empty(&ep->rndv_reads)) {
+        ep->in_rx = 1;
+        moved |= read_due(ep);
+        ep->in_rx = 0;
+    }
     return moved;
 }
 
@@ -631,7 +677,7 @@ static int tx_queued(shm_tx_t *tx)
 
 void shm_ep_fail_pending_rndv(shm_ep_t *ep, coll_status_t status)
 {
-    coll_list_t *lists[] = {&ep->rndv_sends, &ep->rndv_recvs};
+    coll_list_t *lists[] = {&ep->rndv_sends, &ep->rndv_recvs, &ep->rndv_reads};
 
     for (size_t i = 0; i < COLL_ARRAY_LEN(lists); i++) {
         while (!coll_list_empty(lists[i])) {
@@ -642,6 +688,7 @@ void shm_ep_fail_pending_rndv(shm_ep_t *ep, coll_status_t status)
             req->complete(req, status);
         }
     }
+    __atomic_store_n(&ep->reads_due, 0, __ATOMIC_RELAXED);
     shm_set_tx_blocked(ep, !coll_list_empty(&ep->txq), 0);
 }
 
