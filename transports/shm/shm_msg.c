@@ -278,6 +278,10 @@ static void read_now(shm_ep_t *ep, coll_tp_req_t *req)
     size_t msg_len = req->len;
     int err;
 
+    if (!ep->iface->cma) { /* refused by an earlier read: one INFO line is enough */
+        send_cts(ep, req, priv->peer_id);
+        return;
+    }
     __atomic_store_n(reading, 1, __ATOMIC_RELAXED);
     err = req->fold ? cma_fold(ep, req, priv->addr, msg_len)
                     : cma_read(ep, req->buf, priv->addr, msg_len);
