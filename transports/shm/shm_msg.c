@@ -582,8 +582,8 @@ static int may_park(shm_ep_t *ep, uint64_t off)
 
     if (__atomic_load_n(&h->type, __ATOMIC_RELAXED) != SHM_EAGER ||
         !coll_list_empty(&ep->match.posted) || !coll_list_empty(&ep->rndv_sends) ||
-        !coll_list_empty(&ep->rndv_recvs) || !coll_list_empty(&ep->rndv_reads) || ep->bye_queued || ep->rx_drain ||
-        ep->iface->ntx_blocked > 0)
+        !coll_list_empty(&ep->rndv_recvs) || !coll_list_empty(&ep->rndv_reads) ||
+        ep->bye_queued || ep->rx_drain || ep->iface->ntx_blocked > 0)
         return 0;
     stuck = __atomic_load_n(&ep->rx.ctl->stuck_since, __ATOMIC_RELAXED);
     return stuck == 0 || coll_time_ns() - stuck < SHM_PARK_MAX_NS;
