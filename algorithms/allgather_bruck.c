@@ -15,8 +15,10 @@
  * Cost: ceil(log2 p) alpha + n (p-1)/p beta, n = p * count * esize, plus
  * a local copy of n bytes (the rotation), priced at the memcpy rate the
  * ranks agreed on at init (the slowest rank's), so every rank prices it
- * alike and picks the same algorithm. Scratch: n bytes. Any p. In place (sendbuf == recvbuf +
- * r * count) our block is never written; out of place it is copied.
+ * alike and picks the same algorithm; and a wait for a partner per step
+ * (coll_pull_waits). Scratch: n bytes. Any p. In place (sendbuf ==
+ * recvbuf + r * count) our block is never written; out of place it is
+ * copied.
  */
 #include "algorithms.h"
 
@@ -71,7 +73,7 @@ static void build(coll_sched_t *s)
 static double cost(const coll_cost_in_t *c)
 {
     return coll_log2(c->p) * c->alpha + c->n * (c->p - 1) / c->p * c->beta +
-           (c->p > 1 ? c->n * c->copy : 0);
+           (c->p > 1 ? c->n * c->copy : 0) + coll_pull_waits(c, coll_log2(c->p));
 }
 
 const coll_algo_t coll_algo_allgather_bruck = {

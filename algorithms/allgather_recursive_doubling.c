@@ -15,8 +15,8 @@
  *
  * Cost: log2(p) alpha + n (p-1)/p beta for p a power of two, n = p * count
  * * esize; otherwise floor(log2 p) alpha + about n (p-1)/p beta, + 2 alpha
- * + n (1 + 1/p) beta for folding in and out.
- * Any p. In place (sendbuf == recvbuf + r * count) nothing is copied; out
+ * + n (1 + 1/p) beta for folding in and out; a wait for a partner per
+ * step (coll_pull_waits). Any p. In place (sendbuf == recvbuf + r * count) nothing is copied; out
  * of place our block is copied into recvbuf first (n/p bytes).
  */
 #include "algorithms.h"
@@ -67,10 +67,13 @@ static void build(coll_sched_t *s)
 
 static double cost(const coll_cost_in_t *c)
 {
-    double p2 = coll_pow2_floor((int)c->p), fold = 0;
-    if (p2 != c->p)
+    double p2 = coll_pow2_floor((int)c->p), fold = 0, waits = coll_log2(p2);
+    if (p2 != c->p) {
         fold = 2 * c->alpha + c->n * (1 + 1 / c->p) * c->beta;
-    return coll_log2(p2) * c->alpha + c->n * (c->p - 1) / c->p * c->beta + fold;
+        waits += 2;
+    }
+    return coll_log2(p2) * c->alpha + c->n * (c->p - 1) / c->p * c->beta + fold +
+           coll_pull_waits(c, waits);
 }
 
 const coll_algo_t coll_algo_allgather_recursive_doubling = {

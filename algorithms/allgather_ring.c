@@ -14,10 +14,11 @@
  * carries data from the first step to the last, so chunks would add
  * messages without adding overlap.
  *
- * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize.
- * Any p. In place (sendbuf == recvbuf + r * count) our block is already
- * where it belongs; otherwise it is copied there (n/p bytes; the first
- * send reads sendbuf itself, so no message waits for the copy's result).
+ * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize, plus p-1
+ * waits for a neighbour (coll_pull_waits). Any p. In place (sendbuf ==
+ * recvbuf + r * count) our block is already where it belongs; otherwise
+ * it is copied there (n/p bytes; the first send reads sendbuf itself, so
+ * no message waits for the copy's result).
  */
 #include "algorithms.h"
 
@@ -67,7 +68,7 @@ static void build(coll_sched_t *s)
 static double cost(const coll_cost_in_t *c)
 {
     double q = c->p - 1;
-    return q * c->alpha + c->n * q / c->p * c->beta;
+    return q * c->alpha + c->n * q / c->p * c->beta + coll_pull_waits(c, q);
 }
 
 const coll_algo_t coll_algo_allgather_ring = {

@@ -23,7 +23,8 @@
  * esize (exactly: n/p per slot with bit k set, over the steps k), plus
  * local copies of about (n/2) log2 p bytes (packing) + n (p-1)/p (the
  * final placement), priced at the memcpy rate the ranks agreed on at init
- * (so every rank picks the same algorithm). Scratch: about (n/2) (log2 p + 1).
+ * (so every rank picks the same algorithm), and a wait for a partner per
+ * step (coll_pull_waits). Scratch: about (n/2) (log2 p + 1).
  * Any p. Fewer messages than pairwise but log2(p)/2 times the volume:
  * for small blocks. In place (sendbuf == recvbuf) recvbuf is written only
  * once every step is done.
@@ -161,7 +162,7 @@ static double cost(const coll_cost_in_t *c)
         moved += slots_of_step(p, k);
     double block = c->n / c->p;
     return coll_log2(c->p) * c->alpha + moved * block * c->beta +
-           (moved + c->p - 1) * block * c->copy;
+           (moved + c->p - 1) * block * c->copy + coll_pull_waits(c, coll_log2(c->p));
 }
 
 const coll_algo_t coll_algo_alltoall_bruck = {

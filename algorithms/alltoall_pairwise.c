@@ -17,8 +17,9 @@
  * of a step; read in place it does one (shared memory, 4 ranks, 1 MiB:
  * 79 -> 67 us; 512 KiB 83 -> 53 us; medians of 5 alternating launches).
  *
- * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize; out of place
- * a local copy of n/p bytes; in place floor(p/2)/p n bytes of scratch and
+ * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize, plus p-1
+ * waits for a partner (coll_pull_waits); out of place a local copy of n/p
+ * bytes; in place floor(p/2)/p n bytes of scratch and
  * of local copies. Any p.
  */
 #include "algorithms.h"
@@ -84,7 +85,7 @@ static void build(coll_sched_t *s)
 static double cost(const coll_cost_in_t *c)
 {
     double q = c->p - 1;
-    return q * c->alpha + c->n * q / c->p * c->beta;
+    return q * c->alpha + c->n * q / c->p * c->beta + coll_pull_waits(c, q);
 }
 
 const coll_algo_t coll_algo_alltoall_pairwise = {

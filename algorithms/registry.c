@@ -170,6 +170,7 @@ static void cost_inputs(struct coll_comm *comm, const coll_args_t *a, coll_cost_
     c->chunk = (double)chunk;
     c->det = a->deterministic;
     c->crowd = comm->crowd;
+    c->pull = comm->pull;
 }
 
 typedef struct cheapest_ctx {

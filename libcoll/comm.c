@@ -455,6 +455,7 @@ static void read_link_costs(struct coll_comm *comm)
 {
     comm->alpha = 0;
     comm->beta = 0;
+    comm->pull = 1;
     for (int r = 0; r < comm->nranks; r++) {
         coll_tp_perf_t perf;
         coll_tp_iface_t *iface = comm->peers[r].ep->iface;
@@ -463,6 +464,7 @@ static void read_link_costs(struct coll_comm *comm)
             continue;
         comm->alpha = COLL_MAX(comm->alpha, perf.latency_s + perf.overhead_s);
         comm->beta = COLL_MAX(comm->beta, 1.0 / perf.bandwidth_Bps);
+        comm->pull &= perf.pull;
     }
 }
 
@@ -950,15 +952,15 @@ static double crowding(const struct coll_comm *comm, const uint8_t *rows, size_t
 
 /* Every rank sends its cost-model inputs, its mailbox size and the CPUs it
  * may use to every rank, and all keep the maximum of each input and the
- * minimum size: a choice made from them is then the same everywhere
- * (measured gammas differ a little from process to process, one rank may
- * lack mailboxes toward a peer, and ranks that chose different algorithms
- * for one call would fail or hang). */
+ * minimum size (and pull only where every pair has it): a choice made
+ * from them is then the same everywhere (measured gammas differ a little
+ * from process to process, one rank may lack mailboxes toward a peer, and
+ * ranks that chose different algorithms for one call would fail or hang). */
 static coll_status_t agree_costs(struct coll_comm *comm)
 {
-    enum { NV = 5, ROW = 8 * (NV + MASK_WORDS) };
+    enum { NV = 6, NOPULL = 4, MBOX = 5, ROW = 8 * (NV + MASK_WORDS) };
     int p = comm->nranks;
-    double mine[NV] = {comm->alpha, comm->beta, comm->gamma, comm->copy,
+    double mine[NV] = {comm->alpha, comm->beta, comm->gamma, comm->copy, !comm->pull,
                        (double)local_mbox_bytes(comm)};
     uint64_t mask[MASK_WORDS];
     uint8_t out[ROW], *in = calloc((size_t)p, ROW);
@@ -995,23 +997,24 @@ static coll_status_t agree_costs(struct coll_comm *comm)
             uint64_t bits = coll_load_u64(in + ROW * (size_t)k + 8 * i);
             double v;
             memcpy(&v, &bits, 8);
-            mine[i] = i == NV - 1 ? COLL_MIN(mine[i], v) : COLL_MAX(mine[i], v);
+            mine[i] = i == MBOX ? COLL_MIN(mine[i], v) : COLL_MAX(mine[i], v);
         }
     comm->alpha = mine[0];
     comm->beta = mine[1];
     comm->gamma = mine[2];
     comm->copy = mine[3];
-    comm->mbox_bytes = p > 1 ? (size_t)mine[4] : 0;
+    comm->pull = mine[NOPULL] == 0;
+    comm->mbox_bytes = p > 1 ? (size_t)mine[MBOX] : 0;
     if (st == COLL_OK) {
         comm->crowd = crowding(comm, in, ROW, NV);
         if (comm->crowd > 1)
             snprintf(crowded, sizeof(crowded), "; a host has %.2g ranks per CPU", comm->crowd);
     }
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d: cost model (max over ranks): alpha %.2f us, beta "
-              "%.4f ns/B, gamma %.4f ns/B, copy %.4f ns/B; mailboxes of %zu bytes%s",
-              comm->rank, comm->alpha * 1e6, comm->beta * 1e9, comm->gamma * 1e9,
-              comm->copy * 1e9, comm->mbox_bytes,
-              crowded);
+              "%.4f ns/B, gamma %.4f ns/B, copy %.4f ns/B; mailboxes of %zu bytes; "
+              "receivers %s%s", comm->rank, comm->alpha * 1e6, comm->beta * 1e9,
+              comm->gamma * 1e9, comm->copy * 1e9, comm->mbox_bytes,
+              comm->pull ? "read senders' memory" : "get data pushed", crowded);
 out:
     free(in);
     free(reqs);

@@ -128,6 +128,8 @@ struct coll_comm {
     double gamma, copy;            /* reduction and memcpy, seconds per byte */
     double crowd;                  /* ranks per CPU on the most crowded host (agree_costs);
                                       above 1: oversubscribed */
+    int pull;                      /* every pair's transport lets receivers read senders'
+                                      memory (coll_tp_perf_t.pull) */
     uint32_t coll_seq;             /* collectives started */
     uint32_t split_seq;
 

@@ -43,7 +43,8 @@ static const size_t esizes[] = {1, 2, 4, 8};
 static const char *const algo_rows[] = {
     "allgather:ring,alltoall:pairwise,alltoallv:pairwise",
     "allgather:recursive_doubling,alltoall:bruck",
-    "allgather:bruck,alltoall:pairwise",
+    "allgather:bruck,alltoall:linear",
+    "allgather:linear",
     /* mailboxes: blocks over 16 KiB go to the cost model's choice */
     "allgather:oneshot,alltoall:oneshot",
     "",
@@ -514,13 +515,21 @@ static const struct {
     {COLL_ALLGATHER, "bruck"},    {COLL_ALLTOALL, "pairwise"},
     {COLL_ALLTOALL, "bruck"},     {COLL_ALLTOALLV, "pairwise"},
     {COLL_ALLGATHER, "oneshot"},  {COLL_ALLTOALL, "oneshot"},
+    {COLL_ALLTOALL, "linear"},    {COLL_ALLGATHER, "linear"},
 };
+
+/* crowd: ranks per CPU; pull: receivers read senders' memory */
+static double cost_crowded(coll_coll_t coll, const char *name, double p, double n, double crowd,
+                           int pull)
+{
+    coll_cost_in_t c = {.p = p, .n = n, .alpha = 20e-6, .beta = 1e-9, .gamma = 0.1e-9,
+                        .copy = 1e-10, .chunk = 256 << 10, .crowd = crowd, .pull = pull};
+    return coll_algo_find(coll, name)->cost(&c);
+}
 
 static double cost_of(coll_coll_t coll, const char *name, double p, double n)
 {
-    coll_cost_in_t c = {.p = p, .n = n, .alpha = 20e-6, .beta = 1e-9, .gamma = 0.1e-9,
-                        .copy = 1e-10, .chunk = 256 << 10};
-    return coll_algo_find(coll, name)->cost(&c);
+    return cost_crowded(coll, name, p, n, 1, 1);
 }
 
 START_TEST(test_registry)
@@ -548,6 +557,18 @@ START_TEST(test_registry)
               cost_of(COLL_ALLGATHER, "recursive_doubling", 7, 7e8));
     ck_assert(cost_of(COLL_ALLTOALL, "bruck", 8, 8 * 8) < cost_of(COLL_ALLTOALL, "pairwise", 8, 8 * 8));
     ck_assert(cost_of(COLL_ALLTOALL, "pairwise", 8, 8e8) < cost_of(COLL_ALLTOALL, "bruck", 8, 8e8));
+    /* one wait instead of p-1 where ranks share CPUs and receivers read
+     * senders' memory; elsewhere the stepwise form, listed first, wins the
+     * tie and floods no link */
+    static const struct { coll_coll_t coll; const char *step; } stepwise[] = {
+        {COLL_ALLTOALL, "pairwise"}, {COLL_ALLGATHER, "ring"}};
+    for (int i = 0; i < ARRAY_LEN(stepwise); i++) {
+        coll_coll_t k = stepwise[i].coll;
+        const char *step = stepwise[i].step;
+        ck_assert(cost_crowded(k, "linear", 4, 4e6, 2, 1) < cost_crowded(k, step, 4, 4e6, 2, 1));
+        ck_assert(cost_crowded(k, step, 4, 4e6, 2, 0) <= cost_crowded(k, "linear", 4, 4e6, 2, 0));
+        ck_assert(cost_crowded(k, step, 4, 4e6, 1, 1) <= cost_crowded(k, "linear", 4, 4e6, 1, 1));
+    }
 }
 END_TEST
 

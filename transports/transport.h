@@ -100,6 +100,10 @@ typedef struct coll_tp_perf {
     double latency_s;
     double bandwidth_Bps;
     double overhead_s; /* CPU time per message on the caller's side */
+    /* 1: a receiver copies large messages out of the sender's memory by
+     * itself (process_vm_readv), so moving them needs no CPU time of the
+     * sender's; 0: the sender's CPU pushes the data (sockets). */
+    int pull;
 } coll_tp_perf_t;
 
 typedef struct coll_tp_req coll_tp_req_t;

@@ -474,6 +474,7 @@ static coll_status_t ofi_iface_query(coll_tp_iface_t *tiface, coll_tp_perf_t *pe
         perf_p->bandwidth_Bps = 2e9;
         perf_p->overhead_s = 3e-6;
     }
+    perf_p->pull = 0; /* what the provider does inside is not ours to count on */
     return COLL_OK;
 }
 

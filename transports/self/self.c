@@ -55,6 +55,7 @@ static coll_status_t self_iface_query(coll_tp_iface_t *iface, coll_tp_perf_t *pe
     perf_p->latency_s = 0.1e-6;
     perf_p->bandwidth_Bps = 8e9; /* one memcpy */
     perf_p->overhead_s = 0.1e-6;
+    perf_p->pull = 1;
     return COLL_OK;
 }
 

@@ -254,6 +254,7 @@ static coll_status_t tcp_iface_query(coll_tp_iface_t *tiface, coll_tp_perf_t *pe
     perf_p->latency_s = 12e-6;
     perf_p->bandwidth_Bps = 3e9;
     perf_p->overhead_s = 2e-6;
+    perf_p->pull = 0;
     return COLL_OK;
 }
 

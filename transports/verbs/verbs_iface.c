@@ -212,6 +212,7 @@ static coll_status_t verbs_iface_query(coll_tp_iface_t *iface, coll_tp_perf_t *p
     perf_p->latency_s = 3e-6;
     perf_p->bandwidth_Bps = (vi->has_dev ? vi->dev.gbps : 10) * 1e9 / 8 * 0.9;
     perf_p->overhead_s = 1e-6;
+    perf_p->pull = 0; /* messages are sent, not read with RDMA reads */
     return COLL_OK;
 }
 

@@ -1,0 +1,84 @@
+/*
+ * alltoall_linear.c: every send and receive at once (Open MPI's "basic
+ * linear"). Rank r posts its p-1 receives and p-1 sends in the pairwise
+ * order (to r+k, from r-k, k = 1 .. p-1) and no message waits for
+ * another, so a rank that gets the CPU does all the work it can: reads
+ * every block whose sender has arrived and answers every rank that reads
+ * from it. On a host with more ranks than CPUs the pairwise exchange
+ * waits p-1 times for one particular partner, which is often not running.
+ * That holds where receivers read the senders' memory (shared memory:
+ * a block needs only its sender to have arrived, not to run): 4 ranks on
+ * 2 CPUs, medians of 5 alternating launches, out of place: 1 MiB 263 ->
+ * 220 us, 64 KiB 42 -> 20 (docs/algorithms.md). Where senders push the
+ * data (TCP) each block still waits for its sender to run, the two were
+ * level, and pairwise, which never floods a link with p-1 messages at
+ * once, wins the tie; so it does with a CPU per rank.
+ *
+ * In place (sendbuf == recvbuf) every block lands in scratch and is
+ * copied into its slot once all our sends have gone.
+ *
+ * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize, plus one
+ * wait (coll_pull_waits); out of place a local copy of n/p bytes, in
+ * place (p-1)/p n bytes of scratch and of local copies. Any p.
+ */
+#include "algorithms.h"
+
+static int mod(int x, int p)
+{
+    return ((x % p) + p) % p;
+}
+
+/* Block j of a buffer of p blocks of `bytes` each. */
+static char *slot(const void *buf, int j, size_t bytes)
+{
+    return (char *)buf + (size_t)j * bytes;
+}
+
+static void build(coll_sched_t *s)
+{
+    const coll_args_t *a = coll_sched_args(s);
+    int p = coll_sched_size(s), r = coll_sched_rank(s);
+    size_t bytes = a->count * a->esize;
+    char *held = NULL; /* in place: the block from rank r-k in slot k-1 */
+
+    if (a->count == 0)
+        return;
+    coll_vid_t *sends = coll_sched_scratch(s, 2 * (size_t)p * sizeof(*sends)); /* [k-1] */
+    coll_vid_t *recvs = sends ? sends + p : NULL;                              /* [k-1] */
+    if (a->in_place && p > 1)
+        held = coll_sched_scratch(s, (size_t)(p - 1) * bytes);
+    if (!sends || (a->in_place && p > 1 && !held))
+        return;
+    /* The schedule starts ready steps last in, first out: the own block's
+     * copy, added last, runs first, as in alltoall_pairwise.c. */
+    for (int k = p - 1; k >= 1; k--) {
+        int to = mod(r + k, p), from = mod(r - k, p);
+        void *dst = held ? slot(held, k - 1, bytes) : slot(a->recvbuf, from, bytes);
+        recvs[k - 1] = coll_sched_recv(s, dst, bytes, from, 0, COLL_NODEPS);
+        sends[k - 1] = coll_sched_send_hinted(s, slot(a->sendbuf, to, bytes), bytes, to, 0,
+                                              COLL_TP_HINT_ONE_COPY, COLL_NODEPS);
+    }
+    if (!held) {
+        if (!a->in_place)
+            coll_sched_copy(s, slot(a->recvbuf, r, bytes), slot(a->sendbuf, r, bytes), bytes,
+                            COLL_NODEPS);
+        return;
+    }
+    coll_vid_t sent = coll_sched_join(s, p - 1, sends);
+    for (int k = 1; k < p; k++)
+        coll_sched_copy(s, slot(a->recvbuf, mod(r - k, p), bytes), slot(held, k - 1, bytes),
+                        bytes, COLL_DEPS(sent, recvs[k - 1]));
+}
+
+static double cost(const coll_cost_in_t *c)
+{
+    double q = c->p - 1;
+    return q * c->alpha + c->n * q / c->p * c->beta + coll_pull_waits(c, 1);
+}
+
+const coll_algo_t coll_algo_alltoall_linear = {
+    .coll = COLL_ALLTOALL,
+    .name = "linear",
+    .build = build,
+    .cost = cost,
+};
