@@ -97,6 +97,12 @@ double coll_cost_fold(const coll_cost_in_t *c, int reduces);
 
 /* ---- helpers shared by algorithms ---------------------------------------- */
 
+/* x mod p in 0 .. p-1 for any x (rank r - k wraps around). */
+static inline int coll_mod(int x, int p)
+{
+    return ((x % p) + p) % p;
+}
+
 /* Block b of `count` elements split into p blocks: the first count % p
  * blocks hold one element more. */
 static inline size_t coll_block_count(size_t count, int p, int b)
@@ -226,6 +232,15 @@ static inline double coll_crowded_waits(const coll_cost_in_t *c, double waits)
 static inline double coll_pull_waits(const coll_cost_in_t *c, double waits)
 {
     return c->pull ? coll_crowded_waits(c, waits) : 0;
+}
+
+/* An exchange that posts all its p-1 sends and receives at once (the
+ * linear all-gather and all-to-all): (p-1) alpha + n (p-1)/p beta and one
+ * wait. */
+static inline double coll_cost_all_at_once(const coll_cost_in_t *c)
+{
+    double q = c->p - 1;
+    return q * c->alpha + c->n * q / c->p * c->beta + coll_pull_waits(c, 1);
 }
 
 /* The extra cost of a rooted mailbox algorithm (bcast, reduce, gather,

@@ -22,12 +22,6 @@
  */
 #include "algorithms.h"
 
-
-static int mod(int x, int p)
-{
-    return ((x % p) + p) % p;
-}
-
 static void *block(const coll_args_t *a, int b)
 {
     return COLL_PTR(a->recvbuf, (size_t)b * a->count, a->esize);
@@ -53,10 +47,10 @@ static void build(coll_sched_t *s)
     for (int k = 0, d = 1; d < p; k++, d <<= 1) {
         size_t n = (size_t)(d < p - d ? d : p - d) * bytes;
         /* step 0 sends only our own block: read it from sendbuf */
-        coll_sched_send(s, k == 0 ? a->sendbuf : (const void *)slot, n, mod(r - d, p),
+        coll_sched_send(s, k == 0 ? a->sendbuf : (const void *)slot, n, coll_mod(r - d, p),
                         (uint32_t)k, COLL_DEPS(k == 0 ? -1 : ready));
         /* slots d.. are written once and read only by later steps */
-        coll_vid_t rv = coll_sched_recv(s, slot + (size_t)d * bytes, n, mod(r + d, p),
+        coll_vid_t rv = coll_sched_recv(s, slot + (size_t)d * bytes, n, coll_mod(r + d, p),
                                         (uint32_t)k, COLL_NODEPS);
         ready = coll_sched_join(s, COLL_DEPS(ready, rv));
     }

@@ -24,11 +24,6 @@
  */
 #include "algorithms.h"
 
-static int mod(int x, int p)
-{
-    return ((x % p) + p) % p;
-}
-
 static void *block(const coll_args_t *a, int b)
 {
     return COLL_PTR(a->recvbuf, (size_t)b * a->count, a->esize);
@@ -43,8 +38,8 @@ static void build(coll_sched_t *s)
     if (a->count == 0)
         return;
     for (int k = p - 1; k >= 1; k--) {
-        coll_sched_recv(s, block(a, mod(r - k, p)), bytes, mod(r - k, p), 0, COLL_NODEPS);
-        coll_sched_send_hinted(s, a->sendbuf, bytes, mod(r + k, p), 0, COLL_TP_HINT_ONE_COPY,
+        coll_sched_recv(s, block(a, coll_mod(r - k, p)), bytes, coll_mod(r - k, p), 0, COLL_NODEPS);
+        coll_sched_send_hinted(s, a->sendbuf, bytes, coll_mod(r + k, p), 0, COLL_TP_HINT_ONE_COPY,
                                COLL_NODEPS);
     }
     /* added last, started first (last in, first out), as in the ring */
@@ -52,15 +47,9 @@ static void build(coll_sched_t *s)
         coll_sched_copy(s, block(a, r), a->sendbuf, bytes, COLL_NODEPS);
 }
 
-static double cost(const coll_cost_in_t *c)
-{
-    double q = c->p - 1;
-    return q * c->alpha + c->n * q / c->p * c->beta + coll_pull_waits(c, 1);
-}
-
 const coll_algo_t coll_algo_allgather_linear = {
     .coll = COLL_ALLGATHER,
     .name = "linear",
     .build = build,
-    .cost = cost,
+    .cost = coll_cost_all_at_once,
 };

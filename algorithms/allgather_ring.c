@@ -22,11 +22,6 @@
  */
 #include "algorithms.h"
 
-static int mod(int x, int p)
-{
-    return ((x % p) + p) % p;
-}
-
 static void *block(const coll_args_t *a, int b)
 {
     return COLL_PTR(a->recvbuf, (size_t)b * a->count, a->esize);
@@ -56,10 +51,10 @@ static void build(coll_sched_t *s)
     if (p == 1)
         own_block(s, a, r, bytes);
     for (int k = 0; k < p - 1; k++) {
-        const void *from = k == 0 ? a->sendbuf : block(a, mod(r - k, p));
-        coll_sched_send(s, from, bytes, mod(r + 1, p), (uint32_t)k, COLL_DEPS(got));
-        got = coll_sched_recv(s, block(a, mod(r - k - 1, p)), bytes, mod(r - 1, p), (uint32_t)k,
-                              COLL_NODEPS);
+        const void *from = k == 0 ? a->sendbuf : block(a, coll_mod(r - k, p));
+        coll_sched_send(s, from, bytes, coll_mod(r + 1, p), (uint32_t)k, COLL_DEPS(got));
+        got = coll_sched_recv(s, block(a, coll_mod(r - k - 1, p)), bytes, coll_mod(r - 1, p),
+                              (uint32_t)k, COLL_NODEPS);
         if (k == 0)
             own_block(s, a, r, bytes);
     }

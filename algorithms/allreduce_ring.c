@@ -23,11 +23,6 @@
  */
 #include "algorithms.h"
 
-static int mod(int x, int p)
-{
-    return ((x % p) + p) % p;
-}
-
 static void ring_chunk(coll_sched_t *s, size_t j, size_t nch, size_t ch, void *tmp0, void *tmp1,
                        coll_vid_t *rs_send)
 {
@@ -39,16 +34,16 @@ static void ring_chunk(coll_sched_t *s, size_t j, size_t nch, size_t ch, void *t
 
     coll_vid_t red = coll_ring_rs_chunk(s, a->sendbuf, a->recvbuf, j, nch, ch, tmp0, tmp1,
                                         rs_send);
-    cnt = coll_ring_chunk(a, p, ch, mod(r + 1, p), j, &off);
+    cnt = coll_ring_chunk(a, p, ch, coll_mod(r + 1, p), j, &off);
     prev = coll_sched_finish_avg(s, COLL_PTR(a->recvbuf, off, es), cnt, COLL_DEPS(red));
     /* all-gather: step t sends block r+1-t, receives block r-t in place */
     for (int t = 0; t < p - 1; t++) {
-        cnt = coll_ring_chunk(a, p, ch, mod(r + 1 - t, p), j, &off);
-        coll_sched_send(s, COLL_PTR(a->recvbuf, off, es), cnt * es, mod(r + 1, p),
+        cnt = coll_ring_chunk(a, p, ch, coll_mod(r + 1 - t, p), j, &off);
+        coll_sched_send(s, COLL_PTR(a->recvbuf, off, es), cnt * es, coll_mod(r + 1, p),
                         (uint32_t)((steps + t) * nch + j), COLL_DEPS(prev));
-        cnt = coll_ring_chunk(a, p, ch, mod(r - t, p), j, &off);
+        cnt = coll_ring_chunk(a, p, ch, coll_mod(r - t, p), j, &off);
         /* the region was read by our reduce-scatter send of step t */
-        prev = coll_sched_recv(s, COLL_PTR(a->recvbuf, off, es), cnt * es, mod(r - 1, p),
+        prev = coll_sched_recv(s, COLL_PTR(a->recvbuf, off, es), cnt * es, coll_mod(r - 1, p),
                                (uint32_t)((steps + t) * nch + j), COLL_DEPS(rs_send[t]));
     }
 }

@@ -23,11 +23,6 @@
  */
 #include "algorithms.h"
 
-static int mod(int x, int p)
-{
-    return ((x % p) + p) % p;
-}
-
 /* Block j of a buffer of p blocks of `bytes` each. */
 static char *slot(const void *buf, int j, size_t bytes)
 {
@@ -52,7 +47,7 @@ static void build(coll_sched_t *s)
     /* The schedule starts ready steps last in, first out: the own block's
      * copy, added last, runs first, as in alltoall_pairwise.c. */
     for (int k = p - 1; k >= 1; k--) {
-        int to = mod(r + k, p), from = mod(r - k, p);
+        int to = coll_mod(r + k, p), from = coll_mod(r - k, p);
         void *dst = held ? slot(held, k - 1, bytes) : slot(a->recvbuf, from, bytes);
         recvs[k - 1] = coll_sched_recv(s, dst, bytes, from, 0, COLL_NODEPS);
         sends[k - 1] = coll_sched_send_hinted(s, slot(a->sendbuf, to, bytes), bytes, to, 0,
@@ -66,19 +61,13 @@ static void build(coll_sched_t *s)
     }
     coll_vid_t sent = coll_sched_join(s, p - 1, sends);
     for (int k = 1; k < p; k++)
-        coll_sched_copy(s, slot(a->recvbuf, mod(r - k, p), bytes), slot(held, k - 1, bytes),
+        coll_sched_copy(s, slot(a->recvbuf, coll_mod(r - k, p), bytes), slot(held, k - 1, bytes),
                         bytes, COLL_DEPS(sent, recvs[k - 1]));
-}
-
-static double cost(const coll_cost_in_t *c)
-{
-    double q = c->p - 1;
-    return q * c->alpha + c->n * q / c->p * c->beta + coll_pull_waits(c, 1);
 }
 
 const coll_algo_t coll_algo_alltoall_linear = {
     .coll = COLL_ALLTOALL,
     .name = "linear",
     .build = build,
-    .cost = cost,
+    .cost = coll_cost_all_at_once,
 };

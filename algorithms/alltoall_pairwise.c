@@ -24,11 +24,6 @@
  */
 #include "algorithms.h"
 
-static int mod(int x, int p)
-{
-    return ((x % p) + p) % p;
-}
-
 /* Block j of a buffer of p blocks of `bytes` each. */
 static char *slot(const void *buf, int j, size_t bytes)
 {
@@ -68,7 +63,7 @@ static void build(coll_sched_t *s)
     if (!done || (a->in_place && !held))
         return;
     for (int k = 1; k < p; k++) {
-        int to = mod(r + k, p), from = mod(r - k, p);
+        int to = coll_mod(r + k, p), from = coll_mod(r - k, p);
         void *dst = held && 2 * k <= p ? slot(held, k - 1, bytes) : slot(a->recvbuf, from, bytes);
         coll_vid_t sv = coll_sched_send_hinted(s, slot(a->sendbuf, to, bytes), bytes, to, 0,
                                                COLL_TP_HINT_ONE_COPY, COLL_DEPS(prev));
@@ -78,7 +73,7 @@ static void build(coll_sched_t *s)
             own_block(s, a, r, bytes);
     }
     for (int k = 1; held && 2 * k <= p; k++)
-        coll_sched_copy(s, slot(a->recvbuf, mod(r - k, p), bytes), slot(held, k - 1, bytes),
+        coll_sched_copy(s, slot(a->recvbuf, coll_mod(r - k, p), bytes), slot(held, k - 1, bytes),
                         bytes, COLL_DEPS(done[p - k]));
 }
 

@@ -16,11 +16,6 @@
  */
 #include "algorithms.h"
 
-static int mod(int x, int p)
-{
-    return ((x % p) + p) % p;
-}
-
 static void chain_then_send(coll_sched_t *s)
 {
     const coll_args_t *a = coll_sched_args(s);
@@ -68,7 +63,7 @@ static void build(coll_sched_t *s)
         char *t0 = tmp + 2 * j * ch * es;
         coll_vid_t red = coll_ring_rs_chunk(s, a->sendbuf, work, j, nch, ch, t0, t0 + ch * es,
                                             sent);
-        cnt = coll_ring_chunk(a, p, ch, mod(r + 1, p), j, &off);
+        cnt = coll_ring_chunk(a, p, ch, coll_mod(r + 1, p), j, &off);
         red = coll_sched_finish_avg(s, COLL_PTR(work, off, es), cnt, COLL_DEPS(red));
         if (r != root) {
             coll_sched_send(s, COLL_PTR(work, off, es), cnt * es, root,
@@ -80,9 +75,9 @@ static void build(coll_sched_t *s)
         for (int b = 0; b < p; b++) {
             if (b == root)
                 continue;
-            cnt = coll_ring_chunk(a, p, ch, mod(b + 1, p), j, &off);
+            cnt = coll_ring_chunk(a, p, ch, coll_mod(b + 1, p), j, &off);
             coll_sched_recv(s, COLL_PTR(a->recvbuf, off, es), cnt * es, b,
-                            gather_tag + (uint32_t)j, COLL_DEPS(sent[mod(root - b - 1, p)]));
+                            gather_tag + (uint32_t)j, COLL_DEPS(sent[coll_mod(root - b - 1, p)]));
         }
     }
 }

@@ -16,11 +16,6 @@
  */
 #include "algorithms.h"
 
-static int mod(int x, int p)
-{
-    return ((x % p) + p) % p;
-}
-
 /* Chunk j of block b: elements [*off, *off + return) of the p * count vector. */
 static size_t chunk_of(const coll_args_t *a, size_t ch, int b, size_t j, size_t *off)
 {
@@ -39,18 +34,19 @@ static void ring_chunk(coll_sched_t *s, size_t j, size_t nch, size_t ch, char *b
     /* step t sends block r-t-1 (ours at t = 0, then the partial we just
      * made) and receives block r-t-2 to add our part to */
     for (int t = 0; t < p - 1; t++) {
-        cnt = chunk_of(a, ch, mod(r - t - 1, p), j, &off);
+        cnt = chunk_of(a, ch, coll_mod(r - t - 1, p), j, &off);
         const void *from = t == 0 ? COLL_PTR(a->sendbuf, off, es) : buf[2 + (t - 1) % 2];
-        coll_vid_t sv = coll_sched_send(s, from, cnt * es, mod(r + 1, p),
+        coll_vid_t sv = coll_sched_send(s, from, cnt * es, coll_mod(r + 1, p),
                                         (uint32_t)(t * nch + j), COLL_DEPS(red));
         if (t > 0)
             acc_reader[(t - 1) % 2] = sv;
-        cnt = chunk_of(a, ch, mod(r - t - 2, p), j, &off);
+        cnt = chunk_of(a, ch, coll_mod(r - t - 2, p), j, &off);
         /* the last step's sum is ours: it goes straight to recvbuf; a
          * partial buffer is written once the send of two steps ago is done */
         void *dst = t == p - 2 ? COLL_PTR(a->recvbuf, j * ch, es) : buf[2 + t % 2];
         red = coll_sched_recv_reduce(s, dst, COLL_PTR(a->sendbuf, off, es), buf[t % 2], cnt,
-                                     mod(r - 1, p), (uint32_t)(t * nch + j), COLL_INCOMING_FIRST,
+                                     coll_mod(r - 1, p), (uint32_t)(t * nch + j),
+                                     COLL_INCOMING_FIRST,
                                      COLL_DEPS(recv_reader[t % 2], acc_reader[t % 2]));
         recv_reader[t % 2] = red;
     }
