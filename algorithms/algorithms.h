@@ -103,6 +103,12 @@ static inline int coll_mod(int x, int p)
     return ((x % p) + p) % p;
 }
 
+/* Block j of a buffer of blocks of `bytes` each (all-to-all). */
+static inline char *coll_slot(const void *buf, int j, size_t bytes)
+{
+    return (char *)buf + (size_t)j * bytes;
+}
+
 /* Block b of `count` elements split into p blocks: the first count % p
  * blocks hold one element more. */
 static inline size_t coll_block_count(size_t count, int p, int b)
@@ -289,6 +295,12 @@ int coll_mbox_usable_count(const coll_args_t *a, int nranks, const char **why);
 
 /* Byte pointer arithmetic on user buffers. */
 #define COLL_PTR(buf, elems, esize) ((void *)((char *)(buf) + (elems) * (esize)))
+
+/* Block b of an all-gather's receive buffer (count elements each). */
+static inline void *coll_recv_block(const coll_args_t *a, int b)
+{
+    return COLL_PTR(a->recvbuf, (size_t)b * a->count, a->esize);
+}
 
 /* ---- the algorithms ---------------------------------------------------------- */
 

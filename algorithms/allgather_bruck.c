@@ -22,11 +22,6 @@
  */
 #include "algorithms.h"
 
-static void *block(const coll_args_t *a, int b)
-{
-    return COLL_PTR(a->recvbuf, (size_t)b * a->count, a->esize);
-}
-
 static void build(coll_sched_t *s)
 {
     const coll_args_t *a = coll_sched_args(s);
@@ -37,7 +32,7 @@ static void build(coll_sched_t *s)
     if (a->count == 0)
         return;
     if (!a->in_place)
-        coll_sched_copy(s, block(a, r), a->sendbuf, bytes, COLL_NODEPS);
+        coll_sched_copy(s, coll_recv_block(a, r), a->sendbuf, bytes, COLL_NODEPS);
     if (p == 1)
         return;
     char *slot = coll_sched_scratch(s, (size_t)p * bytes); /* [p][bytes], rotated */
@@ -57,7 +52,7 @@ static void build(coll_sched_t *s)
     /* rotate: slots 1 .. p-r-1 are blocks r+1 .. p-1, slots p-r .. p-1
      * are blocks 0 .. r-1 */
     if (r + 1 < p)
-        coll_sched_copy(s, block(a, r + 1), slot + bytes, (size_t)(p - r - 1) * bytes,
+        coll_sched_copy(s, coll_recv_block(a, r + 1), slot + bytes, (size_t)(p - r - 1) * bytes,
                         COLL_DEPS(ready));
     if (r > 0)
         coll_sched_copy(s, a->recvbuf, slot + (size_t)(p - r) * bytes, (size_t)r * bytes,

@@ -24,11 +24,6 @@
  */
 #include "algorithms.h"
 
-static void *block(const coll_args_t *a, int b)
-{
-    return COLL_PTR(a->recvbuf, (size_t)b * a->count, a->esize);
-}
-
 static void build(coll_sched_t *s)
 {
     const coll_args_t *a = coll_sched_args(s);
@@ -38,13 +33,13 @@ static void build(coll_sched_t *s)
     if (a->count == 0)
         return;
     for (int k = p - 1; k >= 1; k--) {
-        coll_sched_recv(s, block(a, coll_mod(r - k, p)), bytes, coll_mod(r - k, p), 0, COLL_NODEPS);
-        coll_sched_send_hinted(s, a->sendbuf, bytes, coll_mod(r + k, p), 0, COLL_TP_HINT_ONE_COPY,
-                               COLL_NODEPS);
+        int to = coll_mod(r + k, p), from = coll_mod(r - k, p);
+        coll_sched_recv(s, coll_recv_block(a, from), bytes, from, 0, COLL_NODEPS);
+        coll_sched_send_hinted(s, a->sendbuf, bytes, to, 0, COLL_TP_HINT_ONE_COPY, COLL_NODEPS);
     }
     /* added last, started first (last in, first out), as in the ring */
     if (!a->in_place)
-        coll_sched_copy(s, block(a, r), a->sendbuf, bytes, COLL_NODEPS);
+        coll_sched_copy(s, coll_recv_block(a, r), a->sendbuf, bytes, COLL_NODEPS);
 }
 
 const coll_algo_t coll_algo_allgather_linear = {

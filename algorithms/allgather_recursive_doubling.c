@@ -16,17 +16,13 @@
  * Cost: log2(p) alpha + n (p-1)/p beta for p a power of two, n = p * count
  * * esize; otherwise floor(log2 p) alpha + about n (p-1)/p beta, + 2 alpha
  * + n (1 + 1/p) beta for folding in and out; a wait for a partner per
- * step (coll_pull_waits). Any p. In place (sendbuf == recvbuf + r * count) nothing is copied; out
- * of place our block is copied into recvbuf first (n/p bytes).
+ * step (coll_pull_waits). Any p. In place (sendbuf == recvbuf + r *
+ * count) nothing is copied; out of place our block is copied into recvbuf
+ * first (n/p bytes).
  */
 #include "algorithms.h"
 
 enum { TAG_FOLD_IN, TAG_FOLD_OUT, TAG_STEP };
-
-static void *block(const coll_args_t *a, int b)
-{
-    return COLL_PTR(a->recvbuf, (size_t)b * a->count, a->esize);
-}
 
 static void build(coll_sched_t *s)
 {
@@ -45,20 +41,21 @@ static void build(coll_sched_t *s)
         return;
     }
     if (!a->in_place)
-        ready = coll_sched_copy(s, block(a, r), a->sendbuf, bytes, COLL_NODEPS);
+        ready = coll_sched_copy(s, coll_recv_block(a, r), a->sendbuf, bytes, COLL_NODEPS);
     if (r < 2 * rem) {
-        coll_vid_t in = coll_sched_recv(s, block(a, r - 1), bytes, r - 1, TAG_FOLD_IN, COLL_NODEPS);
+        coll_vid_t in = coll_sched_recv(s, coll_recv_block(a, r - 1), bytes, r - 1, TAG_FOLD_IN,
+                                        COLL_NODEPS);
         ready = coll_sched_join(s, COLL_DEPS(ready, in));
     }
     for (int k = 0, m = 1; m < p2; k++, m <<= 1) {
         int mine = v & ~(m - 1), theirs = mine ^ m, peer = coll_fold_rank(v ^ m, rem);
         int lo = coll_fold_first(mine, rem), hi = coll_fold_first(mine + m, rem);
         int plo = coll_fold_first(theirs, rem), phi = coll_fold_first(theirs + m, rem);
-        coll_sched_send(s, block(a, lo), (size_t)(hi - lo) * bytes, peer,
+        coll_sched_send(s, coll_recv_block(a, lo), (size_t)(hi - lo) * bytes, peer,
                         (uint32_t)(TAG_STEP + k), COLL_DEPS(ready));
         /* the partner's range is disjoint from everything we read so far */
-        coll_vid_t rv = coll_sched_recv(s, block(a, plo), (size_t)(phi - plo) * bytes, peer,
-                                        (uint32_t)(TAG_STEP + k), COLL_NODEPS);
+        coll_vid_t rv = coll_sched_recv(s, coll_recv_block(a, plo), (size_t)(phi - plo) * bytes,
+                                        peer, (uint32_t)(TAG_STEP + k), COLL_NODEPS);
         ready = coll_sched_join(s, COLL_DEPS(ready, rv));
     }
     if (r < 2 * rem)

@@ -22,11 +22,6 @@
  */
 #include "algorithms.h"
 
-static void *block(const coll_args_t *a, int b)
-{
-    return COLL_PTR(a->recvbuf, (size_t)b * a->count, a->esize);
-}
-
 /* Out of place, our block is copied into recvbuf. Added after the first
  * step's send and receive, the copy starts before them: the schedule
  * starts ready steps last in, first out. Added first, it had started
@@ -36,7 +31,7 @@ static void *block(const coll_args_t *a, int b)
 static void own_block(coll_sched_t *s, const coll_args_t *a, int r, size_t bytes)
 {
     if (!a->in_place)
-        coll_sched_copy(s, block(a, r), a->sendbuf, bytes, COLL_NODEPS);
+        coll_sched_copy(s, coll_recv_block(a, r), a->sendbuf, bytes, COLL_NODEPS);
 }
 
 static void build(coll_sched_t *s)
@@ -51,10 +46,10 @@ static void build(coll_sched_t *s)
     if (p == 1)
         own_block(s, a, r, bytes);
     for (int k = 0; k < p - 1; k++) {
-        const void *from = k == 0 ? a->sendbuf : block(a, coll_mod(r - k, p));
+        const void *from = k == 0 ? a->sendbuf : coll_recv_block(a, coll_mod(r - k, p));
         coll_sched_send(s, from, bytes, coll_mod(r + 1, p), (uint32_t)k, COLL_DEPS(got));
-        got = coll_sched_recv(s, block(a, coll_mod(r - k - 1, p)), bytes, coll_mod(r - 1, p),
-                              (uint32_t)k, COLL_NODEPS);
+        got = coll_sched_recv(s, coll_recv_block(a, coll_mod(r - k - 1, p)), bytes,
+                              coll_mod(r - 1, p), (uint32_t)k, COLL_NODEPS);
         if (k == 0)
             own_block(s, a, r, bytes);
     }

@@ -23,12 +23,6 @@
  */
 #include "algorithms.h"
 
-/* Block j of a buffer of p blocks of `bytes` each. */
-static char *slot(const void *buf, int j, size_t bytes)
-{
-    return (char *)buf + (size_t)j * bytes;
-}
-
 static void build(coll_sched_t *s)
 {
     const coll_args_t *a = coll_sched_args(s);
@@ -48,21 +42,21 @@ static void build(coll_sched_t *s)
      * copy, added last, runs first, as in alltoall_pairwise.c. */
     for (int k = p - 1; k >= 1; k--) {
         int to = coll_mod(r + k, p), from = coll_mod(r - k, p);
-        void *dst = held ? slot(held, k - 1, bytes) : slot(a->recvbuf, from, bytes);
+        void *dst = held ? coll_slot(held, k - 1, bytes) : coll_slot(a->recvbuf, from, bytes);
         recvs[k - 1] = coll_sched_recv(s, dst, bytes, from, 0, COLL_NODEPS);
-        sends[k - 1] = coll_sched_send_hinted(s, slot(a->sendbuf, to, bytes), bytes, to, 0,
+        sends[k - 1] = coll_sched_send_hinted(s, coll_slot(a->sendbuf, to, bytes), bytes, to, 0,
                                               COLL_TP_HINT_ONE_COPY, COLL_NODEPS);
     }
     if (!held) {
         if (!a->in_place)
-            coll_sched_copy(s, slot(a->recvbuf, r, bytes), slot(a->sendbuf, r, bytes), bytes,
-                            COLL_NODEPS);
+            coll_sched_copy(s, coll_slot(a->recvbuf, r, bytes), coll_slot(a->sendbuf, r, bytes),
+                            bytes, COLL_NODEPS);
         return;
     }
     coll_vid_t sent = coll_sched_join(s, p - 1, sends);
     for (int k = 1; k < p; k++)
-        coll_sched_copy(s, slot(a->recvbuf, coll_mod(r - k, p), bytes), slot(held, k - 1, bytes),
-                        bytes, COLL_DEPS(sent, recvs[k - 1]));
+        coll_sched_copy(s, coll_slot(a->recvbuf, coll_mod(r - k, p), bytes),
+                        coll_slot(held, k - 1, bytes), bytes, COLL_DEPS(sent, recvs[k - 1]));
 }
 
 const coll_algo_t coll_algo_alltoall_linear = {

@@ -24,12 +24,6 @@
  */
 #include "algorithms.h"
 
-/* Block j of a buffer of p blocks of `bytes` each. */
-static char *slot(const void *buf, int j, size_t bytes)
-{
-    return (char *)buf + (size_t)j * bytes;
-}
-
 /* Out of place, our own block is copied into recvbuf. Added after the
  * first step's send and receive, the copy starts before them: the
  * schedule starts ready steps last in, first out. Added first, it had
@@ -39,7 +33,7 @@ static char *slot(const void *buf, int j, size_t bytes)
 static void own_block(coll_sched_t *s, const coll_args_t *a, int r, size_t bytes)
 {
     if (!a->in_place)
-        coll_sched_copy(s, slot(a->recvbuf, r, bytes), slot(a->sendbuf, r, bytes), bytes,
+        coll_sched_copy(s, coll_slot(a->recvbuf, r, bytes), coll_slot(a->sendbuf, r, bytes), bytes,
                         COLL_NODEPS);
 }
 
@@ -64,8 +58,9 @@ static void build(coll_sched_t *s)
         return;
     for (int k = 1; k < p; k++) {
         int to = coll_mod(r + k, p), from = coll_mod(r - k, p);
-        void *dst = held && 2 * k <= p ? slot(held, k - 1, bytes) : slot(a->recvbuf, from, bytes);
-        coll_vid_t sv = coll_sched_send_hinted(s, slot(a->sendbuf, to, bytes), bytes, to, 0,
+        void *dst = held && 2 * k <= p ? coll_slot(held, k - 1, bytes)
+                                       : coll_slot(a->recvbuf, from, bytes);
+        coll_vid_t sv = coll_sched_send_hinted(s, coll_slot(a->sendbuf, to, bytes), bytes, to, 0,
                                                COLL_TP_HINT_ONE_COPY, COLL_DEPS(prev));
         coll_vid_t rv = coll_sched_recv(s, dst, bytes, from, 0, COLL_DEPS(prev));
         done[k] = prev = coll_sched_join(s, COLL_DEPS(sv, rv));
@@ -73,8 +68,8 @@ static void build(coll_sched_t *s)
             own_block(s, a, r, bytes);
     }
     for (int k = 1; held && 2 * k <= p; k++)
-        coll_sched_copy(s, slot(a->recvbuf, coll_mod(r - k, p), bytes), slot(held, k - 1, bytes),
-                        bytes, COLL_DEPS(done[p - k]));
+        coll_sched_copy(s, coll_slot(a->recvbuf, coll_mod(r - k, p), bytes),
+                        coll_slot(held, k - 1, bytes), bytes, COLL_DEPS(done[p - k]));
 }
 
 static double cost(const coll_cost_in_t *c)
