@@ -428,6 +428,21 @@ int harness_transports(const char *const **list_p)
     return n;
 }
 
+int harness_short(void)
+{
+    const char *env = getenv("COLL_TEST_SHORT");
+    return env && env[0] && strcmp(env, "0") != 0;
+}
+
+int harness_rank_counts(const int **counts_p)
+{
+    static const int all[] = {1, 2, 3, 4, 5, 7, 8}, some[] = {2, 3, 4, 8};
+
+    *counts_p = harness_short() ? some : all;
+    return harness_short() ? (int)(sizeof(some) / sizeof(some[0]))
+                           : (int)(sizeof(all) / sizeof(all[0]));
+}
+
 void harness_use_transport(const char *spec)
 {
     const char *colon = strchr(spec, ':');

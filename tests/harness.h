@@ -42,6 +42,15 @@ int harness_wait(int nranks, const pid_t *pids, int timeout_s, int *statuses);
 int harness_transports(const char *const **list_p);
 /* Force one of them (COLL_TRANSPORTS, and COLL_OFI_PROVIDER for "ofi:X"). */
 void harness_use_transport(const char *spec);
+
+/* COLL_TEST_SHORT: the matrices' short form, for runs whose point is not
+ * the algorithms' answers, which the plain suite checks in full: a
+ * transport's own coverage (test_ofi) and the sanitizers. */
+int harness_short(void);
+/* The rank counts the matrices run at: 1, 2, 3, 4, 5, 7 and 8; in the
+ * short form 2, 3, 4 and 8 (one rank uses no transport; 3 is the odd case
+ * of the folding algorithms). Returns how many; *counts_p stays valid. */
+int harness_rank_counts(const int **counts_p);
 /* Init a communicator for a rank (exits the rank on failure). */
 coll_comm_t harness_init(int rank, int nranks, const coll_unique_id_t *id);
 

@@ -3,7 +3,7 @@
  * (algorithms/allgather_*.c, alltoall_*.c, alltoallv_pairwise.c) in real
  * multi-process jobs:
  *   - each algorithm forced through COLL_ALGO, and the cost model's own
- *     choice, at 1, 2, 3, 4, 5, 7 and 8 ranks;
+ *     choice, at 1, 2, 3, 4, 5, 7 and 8 ranks (2, 3, 4, 8: COLL_TEST_SHORT);
  *   - counts 0, 1, 2, 7, 13 and 1000, elements of 1, 2, 4 and 8 bytes, in
  *     place and out of place, and a few calls of 2 MiB in all; under the
  *     cost model, totals from 1 KiB to 4 MiB, across its changes of choice;
@@ -34,7 +34,6 @@
 
 #define ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static const int rank_counts[] = {1, 2, 3, 4, 5, 7, 8};
 static const size_t counts[] = {0, 1, 2, 7, 13, 1000};
 static const size_t esizes[] = {1, 2, 4, 8};
 
@@ -435,6 +434,8 @@ static int rank_sweep(int rank, int nranks, const coll_unique_id_t *id, void *ar
 /* _i: rank count x algorithm row. */
 START_TEST(test_sweep)
 {
+    const int *rank_counts;
+    harness_rank_counts(&rank_counts);
     int nranks = rank_counts[_i / ARRAY_LEN(algo_rows)], row = _i % ARRAY_LEN(algo_rows);
     double t0 = harness_now();
     ck_assert_msg(harness_run(nranks, rank_sweep, &row, JOB_TIMEOUT_S) == 0,
@@ -587,7 +588,9 @@ static Suite *exchange_suite(void)
 
     tc = tcase_create("sweep");
     tcase_set_timeout(tc, CASE_TIMEOUT_S);
-    tcase_add_loop_test(tc, test_sweep, 0, ARRAY_LEN(rank_counts) * ARRAY_LEN(algo_rows));
+    const int *rank_counts;
+    tcase_add_loop_test(tc, test_sweep, 0,
+                        harness_rank_counts(&rank_counts) * (int)ARRAY_LEN(algo_rows));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -31,7 +31,6 @@
 #define GUARD 64
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-static const int rank_counts[] = {1, 2, 3, 4, 5, 7, 8};
 static const size_t counts[] = {0, 1, 2, 7, 13, 1000};
 static const coll_datatype_t dts[] = {COLL_UINT8, COLL_FLOAT16, COLL_INT32, COLL_FLOAT64};
 #define LARGE_BYTES ((size_t)2 << 20) /* about 2 MiB per call */
@@ -388,7 +387,8 @@ static int rank_all_sets(int rank, int nranks, const coll_unique_id_t *id, void 
 START_TEST(test_rooted_all)
 {
     const char *const *transports;
-    int n = (int)ARRAY_LEN(rank_counts), nranks = rank_counts[_i % n];
+    const int *rank_counts;
+    int n = harness_rank_counts(&rank_counts), nranks = rank_counts[_i % n];
     harness_transports(&transports);
     const char *tp = transports[_i / n];
     double t0 = harness_now();
@@ -567,8 +567,9 @@ static Suite *rooted_suite(void)
     TCase *tc = tcase_create("algorithms");
     tcase_set_timeout(tc, TIMEOUT_S);
     const char *const *tps;
+    const int *rank_counts;
     tcase_add_loop_test(tc, test_rooted_all, 0,
-                        harness_transports(&tps) * (int)ARRAY_LEN(rank_counts));
+                        harness_transports(&tps) * harness_rank_counts(&rank_counts));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");
