@@ -209,7 +209,7 @@ test-rxe: test-build
 	    rc=$$?; [ $$rc -eq 77 ] || exit $$rc
 test-build: $(TESTS) $(TEST_HELPERS)
 
-# Larger sweeps: every datatype and op also at the multi-MiB count.
+# Larger sweeps: every datatype and op also at the large count, itself twice as large.
 test-long: deps-test
 	@$(MAKE) --no-print-directory all test-build
 	@COLL_TEST_LONG=1 CK_TIMEOUT_MULTIPLIER=10 tests/run.sh $(BUILD)

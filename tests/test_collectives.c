@@ -26,8 +26,11 @@
 #include "reduce.h"
 
 static const size_t small_counts[] = {0, 1, 3, 7, 13, 31};
-#define BIG_COUNT (1u << 20) /* elements: 1-8 MiB */
-/* in the short form: still 4-16 pipeline chunks of 64 KiB (rank_matrix) */
+/* The large count, in elements: 0.5-4 MiB, 8-64 pipeline chunks of 64 KiB
+ * (rank_matrix); 1-8 MiB with COLL_TEST_LONG; in the short form still
+ * 4-16 chunks. */
+#define BIG_COUNT (1u << 19)
+#define BIG_COUNT_LONG (1u << 20)
 #define BIG_COUNT_SHORT (1u << 18)
 
 /* ---- exact inputs and answers ---------------------------------------------- */
@@ -254,7 +257,9 @@ static int short_pair(int dt, int op)
 /* Every dt x op x count x in-place x root on one communicator. */
 static void sweep(coll_comm_t comm, int rank, int p, int coll, int big)
 {
-    size_t big_count = harness_short() ? BIG_COUNT_SHORT : BIG_COUNT;
+    size_t big_count = getenv("COLL_TEST_LONG") ? BIG_COUNT_LONG
+                       : harness_short()        ? BIG_COUNT_SHORT
+                                                : BIG_COUNT;
 
     for (int dt = 0; dt < COLL_NUM_DATATYPES; dt++)
         for (int op = 0; op < COLL_NUM_OPS; op++) {
