@@ -156,6 +156,12 @@ typedef enum coll_param_type {
     X(OFI_MR, COLL_PARAM_STR, "auto",                                                    \
       "libfabric transport: register buffers only when the provider needs it (auto) "   \
       "or always (exercises registration on providers that do not need it)")            \
+    X(OFI_MATCH, COLL_PARAM_STR, "auto",                                                 \
+      "libfabric transport: who matches messages to receives: ours (every message a "    \
+      "frame of ours, large ones by rendezvous), provider (libfabric's tagged "          \
+      "receives), or auto (ours for shm, whose matching deadlocks under load, and for "   \
+      "tcp before libfabric 1.18, which hangs after a receive shorter than its "        \
+      "message; the provider's otherwise). Must be the same on every rank")             \
     X(OFI_MR_CACHE, COLL_PARAM_INT, "64",                                                \
       "libfabric transport: registrations kept for reuse (0..4096; 0 registers each "   \
       "message and releases it when the message completes)")                             \

@@ -28,7 +28,8 @@
  * libfabric still owns its context, which then completes as a detached op.
  *
  * Matching of our own (ofi_match.c), for providers whose own matching can
- * deadlock (shm): messages travel as frames (eager with their payload, or
+ * deadlock (shm) or stall after a truncated message (tcp before libfabric
+ * 1.18), and wherever COLL_OFI_MATCH=ours: messages travel as frames (eager with their payload, or
  * a request to send) into receives that take any frame, which we match to
  * the core's receives; a large payload goes once its receive is posted.
  */
@@ -36,13 +37,14 @@
 #define COLL_OFI_H
 
 /* libfabric is opened with dlopen on first use (ofi_dl.c), not linked:
- * its five exported functions are reached through wrappers of ours. The
+ * its six exported functions are reached through wrappers of ours. The
  * rest of its API is inline functions over the objects' ops tables. */
 #define fi_getinfo coll_fi_getinfo
 #define fi_freeinfo coll_fi_freeinfo
 #define fi_dupinfo coll_fi_dupinfo
 #define fi_fabric coll_fi_fabric
 #define fi_strerror coll_fi_strerror
+#define fi_version coll_fi_version
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -68,6 +70,7 @@ coll_status_t ofi_dl_load(int rank, int required, int *loaded_p);
 #define OFI_ADDR_HDR 24
 #define OFI_NAME_MAX (COLL_TP_ADDR_MAX - OFI_ADDR_HDR)
 #define OFI_ADDR_ACTIVE 0x1
+#define OFI_ADDR_OWN_MATCH 0x2 /* we match messages (ofi_match.c) */
 
 /* Frames of our own matching (ofi_match.c): the tag context of frames,
  * and of rendezvous payloads (the receiver's id in the low 32 bits). Both

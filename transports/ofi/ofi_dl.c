@@ -7,7 +7,7 @@
  * from 11 to 23-33 us per call with the library merely preloaded
  * (LD_PRELOAD, the same binary, alternating runs).
  *
- * The wrappers replace libfabric's five exported functions (ofi.h renames
+ * The wrappers replace libfabric's six exported functions (ofi.h renames
  * them); they are called only after ofi_dl_load succeeded, except
  * fi_freeinfo(NULL) and fi_strerror, which cope without the library.
  */
@@ -30,6 +30,7 @@ static struct {
     struct fi_info *(*dupinfo)(const struct fi_info *);
     int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
     const char *(*strerror)(int);
+    uint32_t (*version)(void);
 } dl;
 static pthread_mutex_t dl_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -58,6 +59,7 @@ static void load_once(void)
     *(void **)&dl.dupinfo = sym(h, "fi_dupinfo", &missing);
     *(void **)&dl.fabric = sym(h, "fi_fabric", &missing);
     *(void **)&dl.strerror = sym(h, "fi_strerror", &missing);
+    *(void **)&dl.version = sym(h, "fi_version", &missing);
     if (missing) {
         dlclose(h);
         return;
@@ -98,6 +100,11 @@ struct fi_info *coll_fi_dupinfo(const struct fi_info *info)
 int coll_fi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context)
 {
     return dl.fabric(attr, fabric, context);
+}
+
+uint32_t coll_fi_version(void)
+{
+    return dl.version();
 }
 
 const char *coll_fi_strerror(int errnum)

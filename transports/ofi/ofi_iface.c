@@ -289,17 +289,45 @@ static coll_status_t read_settings(ofi_iface_t *iface)
 {
     int64_t cache;
     const char *mr = coll_param_raw(COLL_PARAM_OFI_MR);
+    const char *match = coll_param_raw(COLL_PARAM_OFI_MATCH);
+    int rank = iface->super.params.rank;
 
     COLL_CHECK(coll_param_int(COLL_PARAM_OFI_MR_CACHE, &cache));
     if (cache < 0 || cache > OFI_MR_CACHE_MAX)
-        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "COLL_OFI_MR_CACHE=%lld is out "
-                          "of range (0..%d)", (long long)cache, OFI_MR_CACHE_MAX);
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: COLL_OFI_MR_CACHE=%lld "
+                          "is out of range (0..%d)", rank, (long long)cache, OFI_MR_CACHE_MAX);
     iface->mr_cap = (int)cache;
     if (strcmp(mr, "auto") != 0 && strcmp(mr, "always") != 0)
-        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "COLL_OFI_MR='%s': expected "
-                          "auto or always", mr);
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: COLL_OFI_MR='%s': "
+                          "expected auto or always", rank, mr);
     iface->need_mr = strcmp(mr, "always") == 0;
+    if (strcmp(match, "auto") != 0 && strcmp(match, "ours") != 0 &&
+        strcmp(match, "provider") != 0)
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: COLL_OFI_MATCH='%s': "
+                          "expected auto, ours or provider", rank, match);
     return COLL_OK;
+}
+
+/* Whether we match messages ourselves (ofi_match.c) rather than the
+ * provider, by COLL_OFI_MATCH; auto picks ours where the provider's
+ * matching fails us:
+ *   - libfabric 1.17's shm deadlocks under load (ofi_match.c);
+ *   - libfabric's tcp before 1.18 loses its stream when a receive is
+ *     shorter than the message that meets it as it arrives (the rest of
+ *     the message is read as a new one, ofiwg/libfabric#8974): every
+ *     later message between the pair hangs. Measured here with 1.17:
+ *     a 1000-byte message into a 500-byte receive, then a 100000-byte
+ *     one, hung within 5-101 repetitions in each of 3 runs. Ours posts a
+ *     payload's receive only once its size is known to match. */
+static int want_own_match(const ofi_iface_t *iface)
+{
+    const char *match = coll_param_raw(COLL_PARAM_OFI_MATCH);
+    const char *prov = ofi_prov_name(iface);
+
+    if (strcmp(match, "auto") != 0)
+        return strcmp(match, "ours") == 0;
+    return strncmp(prov, "shm", 3) == 0 ||
+           (strncmp(prov, "tcp", 3) == 0 && fi_version() < FI_VERSION(1, 18));
 }
 
 /* Decide whether this iface is used and, if so, open the fabric. */
@@ -340,8 +368,7 @@ static coll_status_t setup(ofi_iface_t *iface)
      * 7-90 ms on 4 ranks when we slept only without messages in flight),
      * so its waiting ranks poll, yielding the core */
     iface->busy_poll = strncmp(ofi_prov_name(iface), "shm", 3) == 0;
-    /* and its tag matching deadlocks under load (ofi_match.c) */
-    iface->sw_match = iface->busy_poll;
+    iface->sw_match = want_own_match(iface);
     if (iface->info->domain_attr->mr_mode & FI_MR_LOCAL)
         iface->need_mr = 1;
     iface->cq_data = iface->info->domain_attr->cq_data_size >= 8;
@@ -354,9 +381,10 @@ static coll_status_t setup(ofi_iface_t *iface)
     iface->prov_hash = fnv1a(fnv1a(2166136261u, ofi_prov_name(iface)),
                              iface->info->fabric_attr->name ? iface->info->fabric_attr->name : "");
     iface->active = 1;
-    COLL_INFO(COLL_SUBSYS_INIT, "rank %d: ofi: provider %s, fabric %s, domain %s%s", rank,
-              ofi_prov_name(iface), iface->info->fabric_attr->name,
-              iface->info->domain_attr->name, iface->need_mr ? ", registering buffers" : "");
+    COLL_INFO(COLL_SUBSYS_INIT, "rank %d: ofi: provider %s, fabric %s, domain %s, %s matching%s",
+              rank, ofi_prov_name(iface), iface->info->fabric_attr->name,
+              iface->info->domain_attr->name, iface->sw_match ? "our" : "the provider's",
+              iface->need_mr ? ", registering buffers" : "");
     return COLL_OK;
 }
 
@@ -443,7 +471,8 @@ static coll_status_t ofi_iface_addr(coll_tp_iface_t *tiface, coll_tp_addr_t *add
     addr_p->tp_id = COLL_TP_OFI;
     addr_p->len = (uint16_t)(OFI_ADDR_HDR + (iface->active ? iface->namelen : 0));
     addr_p->data[0] = OFI_ADDR_VERSION;
-    addr_p->data[1] = iface->active ? OFI_ADDR_ACTIVE : 0;
+    addr_p->data[1] = (uint8_t)((iface->active ? OFI_ADDR_ACTIVE : 0) |
+                                (iface->sw_match ? OFI_ADDR_OWN_MATCH : 0));
     addr_p->data[2] = (uint8_t)(iface->namelen & 0xff);
     addr_p->data[3] = (uint8_t)(iface->namelen >> 8);
     coll_store_u32(addr_p->data + 4, iface->prov_hash);
@@ -534,6 +563,14 @@ static coll_status_t ofi_can_connect(coll_tp_iface_t *tiface, const coll_peer_in
     if (!iface->active || !a || a->len < OFI_ADDR_HDR || a->data[0] != OFI_ADDR_VERSION ||
         !(a->data[1] & OFI_ADDR_ACTIVE) || coll_load_u32(a->data + 4) != iface->prov_hash)
         return COLL_OK;
+    /* frames of ours and the provider's tagged messages do not meet */
+    int theirs = (a->data[1] & OFI_ADDR_OWN_MATCH) != 0;
+    if (theirs != iface->sw_match)
+        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG, "rank %d: ofi: COLL_OFI_MATCH "
+                          "differs between ranks: rank %d (%s) matches messages with %s, this "
+                          "rank with %s; set it alike on every rank", self->rank, peer->rank,
+                          peer->hostname, theirs ? "ours" : "the provider's",
+                          iface->sw_match ? "ours" : "the provider's");
     /* shared-memory providers reach only processes of this host */
     if (strncmp(ofi_prov_name(iface), "shm", 3) == 0 &&
         (self->host_hash != peer->host_hash || coll_load_u64(a->data + 8) != iface->pidns))
