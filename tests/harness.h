@@ -45,11 +45,14 @@ void harness_use_transport(const char *spec);
 
 /* COLL_TEST_SHORT: the matrices' short form, for runs whose point is not
  * the algorithms' answers, which the plain suite checks in full: a
- * transport's own coverage (test_ofi) and the sanitizers. */
+ * transport's own coverage (test_ofi, 1) and the sanitizers (2). Returns
+ * the level, 0 for the whole matrices. */
 int harness_short(void);
 /* The rank counts the matrices run at: 1, 2, 3, 4, 5, 7 and 8; in the
  * short form 2, 3, 4 and 8 (one rank uses no transport; 3 is the odd case
- * of the folding algorithms). Returns how many; *counts_p stays valid. */
+ * of the folding algorithms), at level 2 only 2, 3 and 4 (8 ranks on 2
+ * cores were half of the sanitized matrices' time). Returns how many;
+ * *counts_p stays valid. */
 int harness_rank_counts(const int **counts_p);
 /* Init a communicator for a rank (exits the rank on failure). */
 coll_comm_t harness_init(int rank, int nranks, const coll_unique_id_t *id);

@@ -3,7 +3,8 @@
  * (algorithms/allgather_*.c, alltoall_*.c, alltoallv_pairwise.c) in real
  * multi-process jobs:
  *   - each algorithm forced through COLL_ALGO, and the cost model's own
- *     choice, at 1, 2, 3, 4, 5, 7 and 8 ranks (2, 3, 4, 8: COLL_TEST_SHORT);
+ *     choice, at 1, 2, 3, 4, 5, 7 and 8 ranks (COLL_TEST_SHORT: 2, 3, 4
+ *     and 8; 2, 3 and 4 at level 2, the sanitizers');
  *   - counts 0, 1, 2, 7, 13 and 1000, elements of 1, 2, 4 and 8 bytes, in
  *     place and out of place, and a few calls of 2 MiB in all; under the
  *     cost model, totals from 1 KiB to 4 MiB, across its changes of choice;

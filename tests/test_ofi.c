@@ -23,6 +23,8 @@
  *     over tcp with the provider's matching the pair stopped after a
  *     truncated eager message within 5-101 rounds, which is why auto
  *     matches ourselves there before libfabric 1.18;
+ *   - naming tcp sets rxm's per-connection queues to 128 unless the user
+ *     set them;
  *   - COLL_OFI_MATCH: ranks that differ fail init naming both, a bad value
  *     names itself; test_p2p also runs over tcp with the provider's
  *     matching.
@@ -162,6 +164,42 @@ static int rank_register(int rank, int nranks, const coll_unique_id_t *id, void 
 START_TEST(test_register)
 {
     ck_assert_int_eq(harness_run(2, rank_register, (void *)mr_cases[_i], 60), 0);
+}
+END_TEST
+
+/* ---- rxm's queues ------------------------------------------------------------------ */
+
+/* Naming tcp sets rxm's per-connection queues to 128 where the user has
+ * not (ofi_iface.c: shrink_rxm_queues); a user's value stands, and the
+ * pair still moves data both ways. arg: the user's value, or NULL. */
+static int rank_rxm_queues(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const char *user = arg, *want = user ? user : "128";
+    char out[64] = "queues", in[64] = "";
+
+    unsetenv("FI_OFI_RXM_MSG_TX_SIZE");
+    if (user)
+        setenv("FI_OFI_RXM_MSG_RX_SIZE", user, 1);
+    else
+        unsetenv("FI_OFI_RXM_MSG_RX_SIZE");
+    setenv("COLL_TRANSPORTS", "ofi", 1);
+    setenv("COLL_OFI_PROVIDER", "tcp", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    const char *tx = getenv("FI_OFI_RXM_MSG_TX_SIZE"), *rx = getenv("FI_OFI_RXM_MSG_RX_SIZE");
+    RANK_CHECK(tx && strcmp(tx, "128") == 0, "FI_OFI_RXM_MSG_TX_SIZE is %s, expected 128",
+               tx ? tx : "unset");
+    RANK_CHECK(rx && strcmp(rx, want) == 0, "FI_OFI_RXM_MSG_RX_SIZE is %s, expected %s",
+               rx ? rx : "unset", want);
+    RANK_OK(coll_sendrecv(out, sizeof(out), COLL_UINT8, 1 - rank, 5, in, sizeof(in), COLL_UINT8,
+                          1 - rank, 5, comm));
+    RANK_CHECK(strcmp(in, "queues") == 0, "received '%.8s'", in);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_rxm_queues)
+{
+    ck_assert_int_eq(harness_run(2, rank_rxm_queues, _i ? "64" : NULL, 30), 0);
 }
 END_TEST
 
@@ -318,6 +356,7 @@ static Suite *ofi_suite(void)
     tcase_add_loop_test(tc, test_bad_provider, 0, 2);
     tcase_add_loop_test(tc, test_select, 0, (int)(sizeof(select_cases) / sizeof(select_cases[0])));
     tcase_add_loop_test(tc, test_register, 0, (int)(sizeof(mr_cases) / sizeof(mr_cases[0])));
+    tcase_add_loop_test(tc, test_rxm_queues, 0, 2);
     tcase_add_loop_test(tc, test_mismatch, 0,
                         (int)(sizeof(mismatch_cases) / sizeof(mismatch_cases[0])));
     tcase_add_loop_test(tc, test_match_differs, 0, 2);

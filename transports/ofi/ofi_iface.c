@@ -330,6 +330,21 @@ static int want_own_match(const ofi_iface_t *iface)
            (strncmp(prov, "tcp", 3) == 0 && fi_version() < FI_VERSION(1, 18));
 }
 
+/* tcp;ofi_rxm's default queues cost each rank 12 buffer pools of 17 MB,
+ * written through at endpoint creation (2 ranks, libfabric 1.17): 650 ms
+ * to create a 2-rank communicator, 2.1 s and 114 MB per rank at 8 ranks.
+ * Queues of 128 per connection: 430 ms, 1.2 s and 45 MB, and p2p
+ * bandwidth within the runs' spread (4 KiB-4 MiB); a full queue is
+ * -FI_EAGAIN, which waits in our backlog. rxm reads these when libfabric
+ * initializes, so only the process's first communicator sets them; a
+ * user's own values stand. setenv races another thread's getenv; it
+ * runs during communicator creation, before libfabric is loaded. */
+static void shrink_rxm_queues(void)
+{
+    setenv("FI_OFI_RXM_MSG_TX_SIZE", "128", 0);
+    setenv("FI_OFI_RXM_MSG_RX_SIZE", "128", 0);
+}
+
 /* Decide whether this iface is used and, if so, open the fabric. */
 static coll_status_t setup(ofi_iface_t *iface)
 {
@@ -343,6 +358,8 @@ static coll_status_t setup(ofi_iface_t *iface)
         COLL_TRACE(COLL_SUBSYS_NET, "rank %d: ofi: no RDMA device here; not used", rank);
         return COLL_OK;
     }
+    if (strncmp(prov, "tcp", 3) == 0)
+        shrink_rxm_queues();
     int loaded;
     COLL_CHECK(ofi_dl_load(rank, forced || prov[0], &loaded));
     if (!loaded) {
