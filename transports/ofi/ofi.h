@@ -29,9 +29,10 @@
  *
  * Matching of our own (ofi_match.c), for providers whose own matching can
  * deadlock (shm) or stall after a truncated message (tcp before libfabric
- * 1.18), and wherever COLL_OFI_MATCH=ours: messages travel as frames (eager with their payload, or
- * a request to send) into receives that take any frame, which we match to
- * the core's receives; a large payload goes once its receive is posted.
+ * 1.18), and wherever COLL_OFI_MATCH=ours: messages travel as frames
+ * (eager with their payload, or a request to send) into receives that
+ * take any frame, which we match to the core's receives; a large payload
+ * goes once its receive is posted.
  */
 #ifndef COLL_OFI_H
 #define COLL_OFI_H

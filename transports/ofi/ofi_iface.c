@@ -312,13 +312,14 @@ static coll_status_t read_settings(ofi_iface_t *iface)
  * provider, by COLL_OFI_MATCH; auto picks ours where the provider's
  * matching fails us:
  *   - libfabric 1.17's shm deadlocks under load (ofi_match.c);
- *   - libfabric's tcp before 1.18 loses its stream when a receive is
- *     shorter than the message that meets it as it arrives (the rest of
- *     the message is read as a new one, ofiwg/libfabric#8974): every
- *     later message between the pair hangs. Measured here with 1.17:
- *     a 1000-byte message into a 500-byte receive, then a 100000-byte
- *     one, hung within 5-101 repetitions in each of 3 runs. Ours posts a
- *     payload's receive only once its size is known to match. */
+ *   - libfabric's tcp before 1.18 stalls a pair after an eager message is
+ *     truncated into a shorter receive: that receive fails as it should,
+ *     then later messages between the two stop arriving
+ *     (ofiwg/libfabric#8974). Measured here with 1.17: four mismatched
+ *     sizes per round (1000 bytes into 500 among them), then a barrier,
+ *     hung at round 5, 25 and 101 in 3 runs. Our frames never overflow
+ *     their receive, and a payload's receive is posted only once its
+ *     size is known to match. */
 static int want_own_match(const ofi_iface_t *iface)
 {
     const char *match = coll_param_raw(COLL_PARAM_OFI_MATCH);
@@ -333,7 +334,7 @@ static int want_own_match(const ofi_iface_t *iface)
 /* tcp;ofi_rxm's default queues cost each rank 12 buffer pools of 17 MB,
  * written through at endpoint creation (2 ranks, libfabric 1.17): 650 ms
  * to create a 2-rank communicator, 2.1 s and 114 MB per rank at 8 ranks.
- * Queues of 128 per connection: 430 ms, 1.2 s and 45 MB, and p2p
+ * Queues of 128 per connection: 430-440 ms, 1.2 s and 45 MB, and p2p
  * bandwidth within the runs' spread (4 KiB-4 MiB); a full queue is
  * -FI_EAGAIN, which waits in our backlog. rxm reads these when libfabric
  * initializes, so only the process's first communicator sets them; a

@@ -25,8 +25,9 @@
  * Payloads up to eager_max bytes travel in the frame (shm: its inject
  * size, copied at once; otherwise a 16 KiB slot); larger ones by
  * rendezvous: RTS, then, once the receive is posted to the provider under
- * an id of the receiver's, CTS, then the payload with that id in its tag. Payload receives are kept below data_rx_max, so that frame and
- * control receives always find room. Frames from one peer complete in the
+ * an id of the receiver's, CTS, then the payload with that id in its tag.
+ * Payload receives are kept below data_rx_max, so that frame and control
+ * receives always find room. Frames from one peer complete in the
  * order it sent them (FI_ORDER_SAS), which keeps equal tags in order.
  */
 #include <stdlib.h>
