@@ -331,10 +331,11 @@ static int want_own_match(const ofi_iface_t *iface)
            (strncmp(prov, "tcp", 3) == 0 && fi_version() < FI_VERSION(1, 18));
 }
 
-/* tcp;ofi_rxm's default queues cost each rank 12 buffer pools of 17 MB,
- * written through at endpoint creation (2 ranks, libfabric 1.17): 650 ms
- * to create a 2-rank communicator, 2.1 s and 114 MB per rank at 8 ranks.
- * Queues of 128 per connection: 430-440 ms, 1.2 s and 45 MB, and p2p
+/* tcp;ofi_rxm's default queues cost each rank 6 buffer pools of 17 MB,
+ * written through as it opens its endpoint and connections (libfabric
+ * 1.17; 2 with the queues below): 650 ms to create a 2-rank
+ * communicator, 2.1 s and 114 MB per rank at 8 ranks. Queues of 128
+ * per connection: 430-440 ms, 1.2 s and 45 MB, and p2p
  * bandwidth within the runs' spread (4 KiB-4 MiB); a full queue is
  * -FI_EAGAIN, which waits in our backlog. rxm reads these when libfabric
  * initializes, so only the process's first communicator sets them; a
