@@ -238,8 +238,9 @@ docs-env: $(BUILD)/bin/collinfo
 # ---- fuzzing and sanitizers (docs/testing.md) -----------------------------------
 # Fuzzers: clang's libFuzzer with ASan+UBSan; the library is rebuilt with
 # coverage instrumentation in $(BUILD)/fuzz, at -O1 like the sanitizer
-# suites (the build took 39 s instead of 55 at -O2 on 2 cores). Each target runs from its seed
-# corpus in tests/fuzz/corpus/<target>; new inputs go to $(BUILD)/fuzz/corpus.
+# suites (the build took 39 s instead of 55 at -O2 on 2 cores). Each target
+# runs from its seed corpus in tests/fuzz/corpus/<target>; new inputs go to
+# $(BUILD)/fuzz/corpus.
 .PHONY: fuzz fuzz-build fuzz-bins fuzz-corpus san-bins test-sanitize sanitize-asan sanitize-tsan
 FUZZ_CC           ?= clang
 FUZZ_SECONDS      ?= 60

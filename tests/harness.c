@@ -439,14 +439,17 @@ int harness_short(void)
 int harness_rank_counts(const int **counts_p)
 {
     static const int all[] = {1, 2, 3, 4, 5, 7, 8}, some[] = {2, 3, 4, 8}, least[] = {2, 3, 4};
+    /* by harness_short()'s level */
+    static const struct {
+        const int *counts;
+        int n;
+    } forms[] = {{all, (int)(sizeof(all) / sizeof(all[0]))},
+                 {some, (int)(sizeof(some) / sizeof(some[0]))},
+                 {least, (int)(sizeof(least) / sizeof(least[0]))}};
     int level = harness_short();
 
-    if (level == 2) {
-        *counts_p = least;
-        return (int)(sizeof(least) / sizeof(least[0]));
-    }
-    *counts_p = level ? some : all;
-    return level ? (int)(sizeof(some) / sizeof(some[0])) : (int)(sizeof(all) / sizeof(all[0]));
+    *counts_p = forms[level].counts;
+    return forms[level].n;
 }
 
 void harness_use_transport(const char *spec)

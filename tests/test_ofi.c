@@ -212,9 +212,9 @@ typedef struct mismatch_case {
 } mismatch_case_t;
 
 /* libfabric 1.17's tcp;ofi_rxm does not always say by how much a message
- * is longer, and, matching itself, loses its stream after a receive
- * shorter than a message that meets it as it arrives (auto picks our
- * matching there: ofi_iface.c); with ours the length is always known */
+ * is longer, and, matching itself, stalls the pair after an eager message
+ * is truncated (auto picks our matching there: ofi_iface.c); with ours
+ * the length is always known */
 static const mismatch_case_t mismatch_cases[] = {
     {"tcp", "auto", 0},
     {"tcp", "ours", 1},

@@ -27,8 +27,8 @@
  * rendezvous: RTS, then, once the receive is posted to the provider under
  * an id of the receiver's, CTS, then the payload with that id in its tag.
  * Payload receives are kept below data_rx_max, so that frame and control
- * receives always find room. Frames from one peer complete in the
- * order it sent them (FI_ORDER_SAS), which keeps equal tags in order.
+ * receives always find room. Frames from one peer complete in the order
+ * it sent them (FI_ORDER_SAS), which keeps equal tags in order.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +43,7 @@
 /* A frame receive's buffer where the provider's inject size does not
  * bound it. tcp;ofi_rxm sends up to 16 KiB eagerly; p2p latency over
  * libfabric 1.17's tcp: a frame of 4 or 8 KiB 18.7-19.8 us, the
- * rendezvous (RTS, CTS, payload) 44-48 us, the provider's matching 18.6-19.3 */
+ * rendezvous (RTS, CTS, payload) 44-48 us, the provider's matching 18.6-19.3 us */
 #define OFI_EAGER_SLOT 16384
 /* Receives left free besides frames and one control receive per peer. */
 #define OFI_RX_MARGIN 16
