@@ -381,19 +381,14 @@ static const coll_reduce_impl_table_t scalar_table = {
 static pthread_once_t impl_once = PTHREAD_ONCE_INIT;
 static const coll_reduce_impl_table_t *best_table = &scalar_table;
 static int force_scalar;
+static size_t copy_nt_min = SIZE_MAX;
 
 #if defined(__x86_64__)
 static coll_reduce_impl_table_t vector_table;
 
-/* Non-temporal stores pay off once the two inputs and the output no longer
- * fit in the last-level cache; below that the result is better left in
- * cache for whoever reads it next (the send of the next ring step). So the
- * threshold is half the L3: output + inputs = 1.5 x L3. Measured on the
- * development machine (32 MiB L3; bench/reduce_bench.c), streaming c = a + b
- * was 10-15% faster from 16 MiB of output up and 10% slower at 1 to
- * 4 MiB. The size comes from sysfs: in VMs CPUID (which sysconf reads)
+/* The last-level cache, from sysfs: in VMs CPUID (which sysconf reads)
  * may report the host's cache, 384 MiB here. */
-static size_t nt_threshold_bytes(void)
+static size_t llc_bytes(void)
 {
     size_t kib = 0;
     char unit = 0;
@@ -408,7 +403,7 @@ static size_t nt_threshold_bytes(void)
         long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
         kib = llc > 0 ? (size_t)llc / 1024 : 32 * 1024;
     }
-    return kib * 1024 / 2;
+    return kib * 1024;
 }
 
 /* __builtin_cpu_supports("avx2") also checks that the OS saves the YMM
@@ -431,12 +426,28 @@ static void impl_select(void)
 {
 #if defined(__x86_64__)
     if (cpu_has_avx2_f16c()) {
-        size_t nt = nt_threshold_bytes();
+        size_t llc = llc_bytes();
+        /* A reduction streams its output once the two inputs and the
+         * output no longer fit in the L3 (half the L3 of output: 1.5 x L3
+         * in all); below that the result is better left in cache for
+         * whoever reads it next (the send of the next ring step). Measured
+         * on the development machine (32 MiB L3; bench/reduce_bench.c),
+         * streaming c = a + b was 10-15% faster from 16 MiB of output up
+         * and 10% slower at 1 to 4 MiB.
+         * A copy streams from an eighth of the L3, because a collective's
+         * copies run on every rank of the host at once, next to the
+         * transport's own copies: all-gather and all-to-all out of place,
+         * 2 and 4 ranks, 2 to 64 MiB, alternating runs on that machine:
+         * copies of 4 MiB and more were 10-40% faster streamed, of 2 MiB
+         * level to 15% slower, of 512 KiB 25% slower. */
+        size_t nt = llc / 2;
+        copy_nt_min = llc / 8;
         vector_table.name = "avx2+f16c";
         coll_reduce_avx2_fill(&vector_table, nt);
         best_table = &vector_table;
-        COLL_INFO(COLL_SUBSYS_ALGO, "reduction kernels: %s, non-temporal stores from %zu KiB",
-                  best_table->name, nt / 1024);
+        COLL_INFO(COLL_SUBSYS_ALGO,
+                  "reduction kernels: %s, non-temporal stores from %zu KiB (copies from %zu KiB)",
+                  best_table->name, nt / 1024, copy_nt_min / 1024);
         return;
     }
 #endif
@@ -537,6 +548,16 @@ coll_status_t coll_reduce_local(void *dst, const void *a, const void *b, size_t 
         scalar_table.binary[dt][op]((char *)dst + done * esize, (const char *)a + done * esize,
                                     (const char *)b + done * esize, count - done);
     return COLL_OK;
+}
+
+void coll_copy_local(void *dst, const void *src, size_t len)
+{
+    const coll_reduce_impl_table_t *t = impl_get();
+    size_t done = 0;
+
+    if (len >= copy_nt_min && t->copy_nt)
+        done = t->copy_nt(dst, src, len);
+    memcpy((char *)dst + done, (const char *)src + done, len - done);
 }
 
 coll_status_t coll_reduce_finish_avg(void *buf, size_t count, coll_datatype_t dt, int n)

@@ -48,6 +48,11 @@ coll_status_t coll_reduce_finish_avg(void *buf, size_t count, coll_datatype_t dt
  * Unknown values give 0. */
 int coll_reduce_supported(coll_datatype_t dt, coll_op_t op);
 
+/* memcpy(dst, src, len) for the copy steps of collectives: large copies
+ * (an eighth of the L3 and more, reduce.c says why) use non-temporal
+ * stores on the vector path. dst and src must not overlap. */
+void coll_copy_local(void *dst, const void *src, size_t len);
+
 /* Name of the implementation in use ("avx2+f16c" or "scalar"), for logs. */
 const char *coll_reduce_impl(void);
 
@@ -81,6 +86,9 @@ typedef struct coll_reduce_impl_table {
     /* NULL where the implementation has no kernel: the scalar one runs. */
     coll_reduce_kernel_t binary[COLL_NUM_DATATYPES][COLL_NUM_OPS];
     coll_reduce_avg_kernel_t avg[COLL_NUM_DATATYPES];
+    /* A copy with non-temporal stores of a prefix of len bytes; returns
+     * how many it did (NULL: none, memcpy does it all). */
+    size_t (*copy_nt)(void *dst, const void *src, size_t len);
 } coll_reduce_impl_table_t;
 
 #if defined(__x86_64__)

@@ -23,7 +23,7 @@
  *     scalar code (NaNs are canonical by then, so the formula is exact).
  *
  * Non-temporal stores are used when the output is larger than the
- * threshold reduce.c passes (the last-level cache) and dst is not one of
+ * threshold reduce.c passes (half the last-level cache) and dst is not one of
  * the sources; the first vector is stored normally and the streaming loop
  * starts at the first 32-byte aligned byte of dst, recomputing a few
  * elements, which is harmless because dst does not alias the inputs.
@@ -332,6 +332,32 @@ BINARY_KERNEL(k_bf16_prod, 2, c_bf16_prod)
 BINARY_KERNEL(k_bf16_min, 2, c_bf16_min)
 BINARY_KERNEL(k_bf16_max, 2, c_bf16_max)
 
+/* memcpy with streaming stores, from the first 32-byte aligned byte of
+ * dst (the bytes before it are stored normally; the tail is the
+ * caller's). */
+static AVX2 size_t copy_nt(void *dst, const void *src, size_t len)
+{
+    char *d = dst;
+    const char *x = src;
+    size_t i;
+
+    if (len < 64)
+        return 0;
+    _mm256_storeu_si256((__m256i *)d, _mm256_loadu_si256((const __m256i *)x));
+    for (i = (size_t)(-(uintptr_t)d & 31); i + 128 <= len; i += 128) {
+        __m256i r0 = _mm256_loadu_si256((const __m256i *)(x + i));
+        __m256i r1 = _mm256_loadu_si256((const __m256i *)(x + i + 32));
+        __m256i r2 = _mm256_loadu_si256((const __m256i *)(x + i + 64));
+        __m256i r3 = _mm256_loadu_si256((const __m256i *)(x + i + 96));
+        _mm256_stream_si256((__m256i *)(d + i), r0);
+        _mm256_stream_si256((__m256i *)(d + i + 32), r1);
+        _mm256_stream_si256((__m256i *)(d + i + 64), r2);
+        _mm256_stream_si256((__m256i *)(d + i + 96), r3);
+    }
+    _mm_sfence();
+    return i;
+}
+
 /* ---- AVG's division: x / n, one rounding ------------------------------------ */
 
 static AVX2 size_t avg_f32(void *buf, size_t count, int n)
@@ -394,6 +420,7 @@ static void set4(coll_reduce_impl_table_t *t, coll_datatype_t dt, coll_reduce_ke
 void coll_reduce_avx2_fill(coll_reduce_impl_table_t *t, size_t nt_threshold)
 {
     nt_min_bytes = nt_threshold;
+    t->copy_nt = copy_nt;
     set4(t, COLL_INT8, k_u8_sum, k_u8_prod, k_i8_min, k_i8_max);
     set4(t, COLL_UINT8, k_u8_sum, k_u8_prod, k_u8_min, k_u8_max);
     set4(t, COLL_INT32, k_u32_sum, k_u32_prod, k_i32_min, k_i32_max);

@@ -598,7 +598,7 @@ static void start_vertex(coll_sched_t *s, uint32_t id)
         break;
     case V_COPY:
         if (v->len && v->dst != v->a)
-            memcpy(v->dst, v->a, v->len);
+            coll_copy_local(v->dst, v->a, v->len);
         break;
     case V_AVG:
         if (s->args.op == COLL_AVG)

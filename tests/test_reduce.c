@@ -765,6 +765,47 @@ START_TEST(test_paths_identical_large)
 }
 END_TEST
 
+/* coll_copy_local against the bytes it was given, from tiny copies to ones
+ * far past the size from which it streams (an eighth of the L3), with dst
+ * and src at offsets of every kind from 32-byte alignment; the 64 bytes on
+ * either side of dst must stay untouched. Both paths. */
+START_TEST(test_copy_local)
+{
+    static const size_t lens[] = {0, 1, 31, 63, 64, 65, 127, 128, 129, 4099,
+                                  (5u << 20) + 13, (40u << 20) + 37};
+    static const size_t offs[][2] = {{0, 0}, {1, 0}, {32, 3}, {33, 7}}; /* dst, src */
+    size_t most = (40u << 20) + 37 + 128;
+    unsigned char *src = alloc64(most), *dst = alloc64(most + 128);
+    ck_assert(src && dst);
+
+    for (size_t i = 0; i < most; i++)
+        src[i] = (unsigned char)(i * 131 + (i >> 13));
+    for (int scalar = 0; scalar < 2; scalar++) {
+        coll_reduce_force_scalar(scalar);
+        for (size_t li = 0; li < ARRAY_LEN(lens); li++)
+            for (size_t oi = 0; oi < ARRAY_LEN(offs); oi++) {
+                size_t len = lens[li], doff = 64 + offs[oi][0];
+                const unsigned char *from = src + offs[oi][1];
+                memset(dst, 0xee, len + doff + 64);
+                coll_copy_local(dst + doff, from, len);
+                size_t bad = len;
+                if (memcmp(dst + doff, from, len) != 0)
+                    for (bad = 0; dst[doff + bad] == from[bad];)
+                        bad++;
+                REQUIRE(bad == len, "%s copy of %zu bytes, dst +%zu src +%zu: byte %zu differs",
+                        path_name(scalar), len, offs[oi][0], offs[oi][1], bad);
+                for (size_t i = 0; i < 64; i++)
+                    REQUIRE(dst[doff - 64 + i] == 0xee && dst[doff + len + i] == 0xee,
+                            "%s copy of %zu bytes, dst +%zu: wrote outside dst", path_name(scalar),
+                            len, offs[oi][0]);
+            }
+    }
+    coll_reduce_force_scalar(0);
+    free(src);
+    free(dst);
+}
+END_TEST
+
 /* All 65536 float16 / bfloat16 values as a, against fixed b values, every
  * op on both paths and the reference; then AVG's division of all of them. */
 START_TEST(test_16bit_exhaustive)
@@ -1204,6 +1245,7 @@ static Suite *reduce_suite(void)
     tc = tcase("paths");
     tcase_add_loop_test(tc, test_paths_identical, 0, ndt);
     tcase_add_test(tc, test_paths_identical_large);
+    tcase_add_test(tc, test_copy_local);
     tcase_add_loop_test(tc, test_16bit_exhaustive, 0, 2);
     suite_add_tcase(s, tc);
 
