@@ -126,7 +126,15 @@ coll_status_t shm_seg_create(shm_ep_t *ep)
                             strerror(err));
         goto err;
     }
-    map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* MAP_POPULATE (here and in the peer's mapping): every page is mapped
+     * now, in one pass, rather than by a fault on its first touch, which
+     * cost 4-7 us a page on the development machine (a VM). Without it,
+     * each new message size paid those faults through the first round of
+     * the mailbox slots: 2 ranks, out of place, the first 6-9 calls of a
+     * 4 KiB all-reduce took 7 us each instead of 1, of a 32 KiB one 37
+     * instead of 6, so 20 timed calls averaged 3.0 and 10.9 us instead of
+     * 1.1 and 8.2. The pages are reserved already (posix_fallocate). */
+    map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (map == MAP_FAILED) {
         st = coll_error(COLL_SUBSYS_NET, COLL_ERR_SYSTEM, "rank %d: shm: cannot map %zu bytes "
                         "of /dev/shm%s: %s", pr->rank, bytes, ep->name, strerror(errno));
@@ -174,7 +182,7 @@ int shm_seg_try_map(shm_ep_t *ep)
         return 0;
     }
     size_t have = (size_t)sb.st_size;
-    seg = mmap(NULL, have, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    seg = mmap(NULL, have, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
     if (seg == MAP_FAILED) {
         shm_ep_fail(ep, COLL_ERR_SYSTEM, "cannot map /dev/shm%s, created by %s: %s", ep->name,
