@@ -115,9 +115,11 @@ typedef enum coll_param_type {
     X(SHM_CMA, COLL_PARAM_BOOL, "1",                                                     \
       "Shared-memory transport: let receivers copy large messages straight from the "    \
       "sender's buffer (process_vm_readv); 0 copies them through the ring")              \
-    X(SHM_CMA_THRESHOLD, COLL_PARAM_SIZE, "512K",                                         \
-      "Shared-memory transport: messages from this size on take the single-copy path "   \
-      "(smaller ones are copied into the ring and out)")                                 \
+    X(SHM_CMA_THRESHOLD, COLL_PARAM_SIZE, "4M",                                           \
+      "Shared-memory transport: messages from this size up to COLL_SHM_CMA_MAX take the " \
+      "single-copy path (others are copied into the ring and out); the default, above "  \
+      "COLL_SHM_CMA_MAX, leaves that path to the sends that ask for it (all-to-all, "    \
+      "linear all-gather, scatter from a root with several children)")                   \
     X(SHM_CMA_MAX, COLL_PARAM_SIZE, "2M",                                                \
       "Shared-memory transport: received messages above this size go through the ring "  \
       "again, in cache-sized pieces that both sides copy at once (on the 2-core "        \

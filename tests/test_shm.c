@@ -42,8 +42,11 @@
 
 /* ---- point to point ------------------------------------------------------------ */
 
-/* PATH_CMA: the defaults, cross-memory attach up to COLL_SHM_CMA_MAX (2M)
- * and the ring above it; PATH_CMA_ALL: cross-memory attach at any size. */
+/* PATH_CMA: cross-memory attach from 512K (COLL_SHM_CMA_THRESHOLD; the
+ * default leaves it to sends that ask for one copy) up to COLL_SHM_CMA_MAX
+ * (2M) and the ring above it; PATH_CMA_ALL: cross-memory attach from 4M
+ * (the default threshold) at any size; PATH_REFUSED: as PATH_CMA, with
+ * process_vm_readv refused. */
 enum { PATH_CMA, PATH_CMA_ALL, PATH_RING, PATH_REFUSED, NPATHS };
 static const char *path_names[] = {"cross-memory attach up to 2 MiB, then the ring",
                                    "cross-memory attach (COLL_SHM_CMA_MAX=0)",
@@ -98,6 +101,8 @@ static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
     coll_request_t reqs[64];
 
     shm_only_logged(rank);
+    if (path == PATH_CMA || path == PATH_REFUSED)
+        setenv("COLL_SHM_CMA_THRESHOLD", "512K", 1);
     if (path == PATH_RING)
         setenv("COLL_SHM_CMA", "0", 1);
     if (path == PATH_CMA_ALL) {
