@@ -332,6 +332,13 @@ BINARY_KERNEL(k_bf16_prod, 2, c_bf16_prod)
 BINARY_KERNEL(k_bf16_min, 2, c_bf16_min)
 BINARY_KERNEL(k_bf16_max, 2, c_bf16_max)
 
+/* A "chunk" of a copy: the first operand, as it is. */
+AVX2_INLINE __m256i c_copy(const char *x, const char *y)
+{
+    (void)y;
+    return _mm256_loadu_si256((const __m256i *)x);
+}
+
 /* memcpy with streaming stores, from the first 32-byte aligned byte of
  * dst (the bytes before it are stored normally; the tail is the
  * caller's). */
@@ -343,17 +350,9 @@ static AVX2 size_t copy_nt(void *dst, const void *src, size_t len)
 
     if (len < 64)
         return 0;
-    _mm256_storeu_si256((__m256i *)d, _mm256_loadu_si256((const __m256i *)x));
-    for (i = (size_t)(-(uintptr_t)d & 31); i + 128 <= len; i += 128) {
-        __m256i r0 = _mm256_loadu_si256((const __m256i *)(x + i));
-        __m256i r1 = _mm256_loadu_si256((const __m256i *)(x + i + 32));
-        __m256i r2 = _mm256_loadu_si256((const __m256i *)(x + i + 64));
-        __m256i r3 = _mm256_loadu_si256((const __m256i *)(x + i + 96));
-        _mm256_stream_si256((__m256i *)(d + i), r0);
-        _mm256_stream_si256((__m256i *)(d + i + 32), r1);
-        _mm256_stream_si256((__m256i *)(d + i + 64), r2);
-        _mm256_stream_si256((__m256i *)(d + i + 96), r3);
-    }
+    _mm256_storeu_si256((__m256i *)d, c_copy(x, x));
+    for (i = (size_t)(-(uintptr_t)d & 31); i + 128 <= len; i += 128)
+        UNROLL4(_mm256_stream_si256, d, x, x, i, c_copy);
     _mm_sfence();
     return i;
 }
