@@ -11,11 +11,15 @@
  * block lands in place; for k <= p/2 it lands in scratch and is copied
  * into place once step p-k has sent the slot's old contents.
  *
- * Every rank sends and receives in each step, so its sends ask for one
- * copy (COLL_TP_HINT_ONE_COPY): where the transport would copy a block
- * into a buffer of its own and out again, each core would do both copies
- * of a step; read in place it does one (shared memory, 4 ranks, 1 MiB:
- * 79 -> 67 us; 512 KiB 83 -> 53 us; medians of 5 alternating launches).
+ * Every rank sends and receives in each step, so over shared memory both
+ * cores copy at once: the sender into the pair's ring, the receiver out
+ * of it, each from cache. Sends therefore do not ask for one copy
+ * (COLL_TP_HINT_ONE_COPY): a receiver reading the block from the
+ * sender's memory moves 8.6-11 GB/s here, alone on its core (2 ranks,
+ * 1 MiB, 4 alternating launches of 20 calls: 82-130 us read in place
+ * against 65-98 through the ring; 2 MiB 155-206 against 120-153; 4
+ * ranks 1 MiB 274-297 against 206-219). Blocks from
+ * COLL_SHM_CMA_THRESHOLD up are read in place all the same.
  *
  * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize, plus p-1
  * waits for a partner (coll_pull_waits); out of place a local copy of n/p
@@ -60,8 +64,8 @@ static void build(coll_sched_t *s)
         int to = coll_mod(r + k, p), from = coll_mod(r - k, p);
         void *dst = held && 2 * k <= p ? coll_slot(held, k - 1, bytes)
                                        : coll_slot(a->recvbuf, from, bytes);
-        coll_vid_t sv = coll_sched_send_hinted(s, coll_slot(a->sendbuf, to, bytes), bytes, to, 0,
-                                               COLL_TP_HINT_ONE_COPY, COLL_DEPS(prev));
+        coll_vid_t sv = coll_sched_send(s, coll_slot(a->sendbuf, to, bytes), bytes, to, 0,
+                                        COLL_DEPS(prev));
         coll_vid_t rv = coll_sched_recv(s, dst, bytes, from, 0, COLL_DEPS(prev));
         done[k] = prev = coll_sched_join(s, COLL_DEPS(sv, rv));
         if (k == 1)

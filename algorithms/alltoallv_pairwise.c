@@ -5,8 +5,9 @@
  * step after the other, with the counts and displacements of the call.
  * Empty blocks are not sent: sendcounts[j] on rank i equals recvcounts[i]
  * on rank j, so both sides skip the same messages, and a call whose counts
- * are all 0 has no steps. Our own block is a local copy. Its sends ask
- * for one copy, as the all-to-all's do.
+ * are all 0 has no steps. Our own block is a local copy. Its sends do
+ * not ask for one copy, as the all-to-all's do not: both cores copy
+ * through the ring at once.
  *
  * Cost: (p-1) alpha + (bytes this rank receives) beta; the registry does
  * not know the volume (its n is count * esize = 0 here), so the formula
@@ -32,9 +33,8 @@ static void build(coll_sched_t *s)
         int to = (r + k) % p, from = (r - k + p) % p;
         coll_vid_t sv = -1, rv = -1;
         if (a->sendcounts[to])
-            sv = coll_sched_send_hinted(s, COLL_PTR(a->sendbuf, a->sdispls[to], es),
-                                        a->sendcounts[to] * es, to, 0, COLL_TP_HINT_ONE_COPY,
-                                        COLL_DEPS(prev));
+            sv = coll_sched_send(s, COLL_PTR(a->sendbuf, a->sdispls[to], es),
+                                 a->sendcounts[to] * es, to, 0, COLL_DEPS(prev));
         if (a->recvcounts[from])
             rv = coll_sched_recv(s, COLL_PTR(a->recvbuf, a->rdispls[from], es),
                                  a->recvcounts[from] * es, from, 0, COLL_DEPS(prev));

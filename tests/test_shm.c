@@ -205,7 +205,7 @@ END_TEST
 
 /* Blocks of 200000 bytes: above the eager limit (128K), below the
  * single-copy threshold (512K), where a plain message goes through the
- * ring. The pairwise all-to-all marks its sends COLL_TP_HINT_ONE_COPY, so
+ * ring. The linear all-to-all marks its sends COLL_TP_HINT_ONE_COPY, so
  * the receivers read them with process_vm_readv; EXCH_REFUSED shows it:
  * with process_vm_readv refused after init, each rank says so once and
  * the data still arrive, through the ring. */
@@ -224,7 +224,7 @@ static int rank_exchange(int rank, int nranks, const coll_unique_id_t *id, void 
     uint32_t *out = malloc(n * sizeof(*out)), *in = malloc(n * sizeof(*in));
 
     shm_only_logged(rank);
-    setenv("COLL_ALGO", "alltoall:pairwise", 1);
+    setenv("COLL_ALGO", "alltoall:linear", 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
     if (refused)
         refuse_cma();
