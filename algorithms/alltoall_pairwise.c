@@ -18,8 +18,7 @@
  * sender's memory moves 8.6-11 GB/s here, alone on its core (2 ranks,
  * 1 MiB, 4 alternating launches of 20 calls: 82-130 us read in place
  * against 65-98 through the ring; 2 MiB 155-206 against 120-153; 4
- * ranks 1 MiB 274-297 against 206-219). Blocks from
- * COLL_SHM_CMA_THRESHOLD up are read in place all the same.
+ * ranks 1 MiB 274-297 against 206-219).
  *
  * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize, plus p-1
  * waits for a partner (coll_pull_waits); out of place a local copy of n/p

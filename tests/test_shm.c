@@ -179,8 +179,10 @@ START_TEST(test_p2p_paths)
     harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
     ck_assert_msg(harness_run(2, rank_p2p, &path, 120) == 0, "p2p over %s", path_names[path]);
     /* the path really taken, from the ranks' logs */
-    const char *needle = path == PATH_CMA ? "cross-memory attach, the ring above 2097152 bytes"
-                         : path == PATH_CMA_ALL ? "cross-memory attach)"
+    const char *needle = path == PATH_CMA ? "cross-memory attach from 524288 bytes and for sends "
+                                            "that ask for one copy up to 2097152 bytes)"
+                         : path == PATH_CMA_ALL ? "cross-memory attach from 4194304 bytes and for "
+                                                  "sends that ask for one copy)"
                          : path == PATH_RING ? "cross-memory attach disabled"
                                              : "is not permitted";
     snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c '%s'", log_dir, needle);

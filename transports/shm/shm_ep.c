@@ -147,19 +147,37 @@ static shm_ep_t *ep_alloc(shm_iface_t *iface, const coll_peer_info_t *peer, int 
     return ep;
 }
 
+/* Which large messages the receiver reads from the sender's memory, for
+ * the connection's INFO line. */
+static void describe_cma(const shm_iface_t *iface, char *buf, size_t len)
+{
+    char upto[32] = "";
+
+    if (!iface->cma) {
+        snprintf(buf, len, "every message through the ring");
+        return;
+    }
+    if (iface->cma_max != SIZE_MAX)
+        snprintf(upto, sizeof(upto), " up to %zu bytes", iface->cma_max);
+    if (iface->cma_threshold <= iface->cma_max)
+        snprintf(buf, len, "cross-memory attach from %zu bytes and for sends that ask for "
+                 "one copy%s", iface->cma_threshold, upto);
+    else
+        snprintf(buf, len, "cross-memory attach for sends that ask for one copy%s", upto);
+}
+
 static void become_ready(shm_ep_t *ep)
 {
     const shm_iface_t *iface = ep->iface;
-    char cma_max[48] = "";
+    char cma[128];
 
     ep->state = SHM_EP_READY;
     __atomic_store_n(&ep->armed, 1, __ATOMIC_RELEASE);
-    if (iface->cma && iface->cma_max != SIZE_MAX)
-        snprintf(cma_max, sizeof(cma_max), ", the ring above %zu bytes",
-                 iface->cma_max);
-    COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: connected to %s (ring %u bytes, %s%s)",
-              iface->super.params.rank, ep->super.desc, ep->seg->ring_bytes,
-              iface->cma ? "cross-memory attach" : "copy through the ring", cma_max);
+    if (coll_log_enabled(COLL_LOG_INFO, COLL_SUBSYS_NET)) {
+        describe_cma(iface, cma, sizeof(cma));
+        COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: connected to %s (ring %u bytes, %s)",
+                  iface->super.params.rank, ep->super.desc, ep->seg->ring_bytes, cma);
+    }
     shm_wake_peer(ep); /* it may sleep while it connects */
     shm_tx_flush(ep);  /* sends posted while connecting */
 }
