@@ -55,8 +55,8 @@ static const char *path_names[] = {"cross-memory attach up to 2 MiB, then the ri
 
 /* Around the eager limit (a quarter ring: 128K with the default 512K
  * ring, 64K with a 256K one), a DATA chunk (a quarter ring less the 32-byte
- * record header, rounded down), the single-copy threshold (512K by
- * default), a ring, and far beyond. */
+ * record header, rounded down), the single-copy threshold (512K where
+ * PATH_CMA sets it), a ring, and far beyond. */
 static const size_t sizes[] = {0, 1, 7, 63, 64, 65, 4095, 65503, 65504, 65505, 65535, 65536,
                                65537, 131039, 131040, 131041, 131071, 131072, 131073,
                                262144 + 3, 524287, 524288,
@@ -206,7 +206,7 @@ END_TEST
 /* ---- exchange steps take one copy below the threshold -------------------------- */
 
 /* Blocks of 200000 bytes: above the eager limit (128K), below the
- * single-copy threshold (512K), where a plain message goes through the
+ * single-copy threshold (4M), where a plain message goes through the
  * ring. The linear all-to-all marks its sends COLL_TP_HINT_ONE_COPY, so
  * the receivers read them with process_vm_readv; EXCH_REFUSED shows it:
  * with process_vm_readv refused after init, each rank says so once and
