@@ -96,12 +96,14 @@ static coll_status_t check_pair(call_t *c, size_t sbytes, size_t rbytes, int in_
     return check_overlap(c, c->a.sendbuf, sbytes, c->a.recvbuf, rbytes, in_place);
 }
 
-/* Choose, build and start; *req_p completes with the collective. */
+/* Choose, build and start; *req_p completes with the collective. A
+ * blocking call may end here (*req_p NULL): coll_sched_run_inline. */
 static coll_status_t launch(call_t *c, struct coll_request **req_p)
 {
     struct coll_comm *comm = c->comm;
     const coll_algo_t *algo;
     coll_sched_t *s;
+    coll_status_t st;
 
     c->a.deterministic = comm->deterministic;
     c->a.check_args = comm->check_args;
@@ -116,6 +118,10 @@ static coll_status_t launch(call_t *c, struct coll_request **req_p)
     if (c->a.check_args && comm->nranks > 1)
         coll_check_args_add(s);
     algo->build(s);
+    if (!c->nonblocking && coll_sched_run_inline(s, &st)) {
+        *req_p = NULL;
+        return st;
+    }
     return coll_sched_start(s, req_p);
 }
 
@@ -129,7 +135,7 @@ static coll_status_t finish(call_t *c, coll_status_t st, coll_request_t *request
         st = launch(c, &req);
     if (st == COLL_OK && c->nonblocking) {
         *request = req;
-    } else if (st == COLL_OK) {
+    } else if (st == COLL_OK && req) {
         st = coll_comm_wait(c->comm, 1, &req, NULL, 0);
         if (req->done)
             coll_request_recycle(c->comm, req);

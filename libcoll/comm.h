@@ -75,6 +75,7 @@ struct coll_comm {
     uint8_t secret[COLL_SECRET_BYTES];
     uint64_t timeout_ns;
     uint64_t spin_ns;
+    int inline_polls;              /* COLL_INLINE_POLLS */
     coll_addr_t local_addr;        /* interface in use; split roots bind here */
     char ifname[32];
     coll_evloop_t *ev;

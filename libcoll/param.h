@@ -99,6 +99,10 @@ typedef enum coll_param_type {
       "last data moved before it sleeps in the kernel. Steps of mid-size collectives "   \
       "with more ranks than cores wait longer than 20us: sleeping then costs a wake-up " \
       "per step")                                                                         \
+    X(INLINE_POLLS, COLL_PARAM_INT, "128",                                              \
+      "Polls a blocking call whose algorithm is one mailbox step (the oneshot "          \
+      "algorithms of small calls on one host) makes itself, a pause apart, before it "   \
+      "hands the step to the progress engine and waits there; 0: always the engine")     \
     X(LOCK_BIAS, COLL_PARAM_BOOL, "1",                                                  \
       "Let the first thread that moves data through a communicator enter it without "    \
       "locked instructions; another thread calling in turns this off for that "          \

@@ -164,6 +164,13 @@ coll_status_t coll_sched_create(struct coll_comm *comm, const coll_args_t *args,
  * vertex has; on failure the schedule is freed. */
 coll_status_t coll_sched_start(coll_sched_t *s, struct coll_request **req_p);
 void coll_sched_free(coll_sched_t *s);
+/* A blocking call's schedule that is local steps and one mailbox poll as
+ * its last step (the oneshot algorithms), while nothing else runs on the
+ * communicator: run it here, polling up to COLL_INLINE_POLLS times (lock
+ * held). Returns 1 when it ended, with its status in *st_p (the schedule
+ * is freed); 0 when it is not of that form or the poll still waits: then
+ * coll_sched_start takes it over, the poll going on from its step. */
+int coll_sched_run_inline(coll_sched_t *s, coll_status_t *st_p);
 
 /* Engine hooks, for comm.c and p2p.c. */
 void coll_sched_progress(struct coll_comm *comm);

@@ -72,6 +72,20 @@ static inline double coll_time_sec(void)
     return (double)coll_time_ns() * 1e-9;
 }
 
+/* A spinning wait's pause between two looks at memory another core
+ * writes: frees the core's resources for a hyper-thread sibling and
+ * saves the pipeline flush when the store arrives. */
+static inline void coll_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#else
+    __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
 /* Milliseconds from now until `deadline_ns`, clamped to [0, cap_ms]. */
 static inline int coll_ms_until(uint64_t deadline_ns, int cap_ms)
 {

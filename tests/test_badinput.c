@@ -802,6 +802,7 @@ static const struct {
     {"COLL_POLL_SPIN", "fast"},
     {"COLL_NSOCKS_LOCAL", "17"},
     {"COLL_TCP_CHUNK_LOCAL", "100"},
+    {"COLL_INLINE_POLLS", "-1"},
 };
 
 static int rank_bad_env(int rank, int nranks, const coll_unique_id_t *id, void *arg)

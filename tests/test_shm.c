@@ -679,6 +679,58 @@ START_TEST(test_oneshot)
 }
 END_TEST
 
+/* ---- mailboxes: a blocking call's step without the engine --------------------- */
+
+/* Round i: rank i % p calls LATE_MS after the others, so their inline
+ * polls run out and the engine takes the step over halfway (their
+ * messages are out, the late one's is not): in place, with the copy of
+ * its vector a rank above 1 keeps, and out of place, sum and mean. The
+ * late rank finds every message there and ends inline: its log (TRACE,
+ * which names every schedule the engine starts) has no line for those
+ * calls. */
+static int rank_inline(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    enum { ROUNDS = 12, N = 300, LATE_MS = 50 };
+    float s[N], r[N];
+    char logpath[256];
+    (void)arg;
+    snprintf(logpath, sizeof(logpath), "%s/inline%d.log", log_dir, rank);
+    setenv("COLL_DEBUG", "TRACE", 1);
+    setenv("COLL_DEBUG_SUBSYS", "COLL", 1);
+    setenv("COLL_DEBUG_FILE", logpath, 1);
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    setenv("COLL_ALGO", "allreduce:oneshot", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    for (int i = 0; i < ROUNDS; i++) {
+        int late = i % nranks == rank, in_place = i / nranks % 2, avg = i % 3 == 0;
+        float *dst = in_place ? s : r;
+        RANK_OK(coll_barrier(comm));
+        oneshot_fill(s, N, rank);
+        if (late)
+            usleep(LATE_MS * 1000);
+        int before = harness_count_lines(logpath, "allreduce #");
+        RANK_OK(coll_allreduce(s, dst, N, COLL_FLOAT32, avg ? COLL_AVG : COLL_SUM, comm));
+        oneshot_check(dst, N, nranks, avg, in_place ? "in place" : "out of place");
+        if (late)
+            RANK_CHECK(harness_count_lines(logpath, "allreduce #") == before,
+                       "round %d: the late rank's all-reduce went through the engine (%s)", i,
+                       logpath);
+    }
+    RANK_CHECK(harness_count_lines(logpath, "allreduce #") > 0,
+               "no all-reduce was handed to the engine, though the others called %d ms late",
+               LATE_MS);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_inline)
+{
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_msg(harness_run(2 + _i * 2, rank_inline, NULL, 60) == 0,
+                  "inline mailbox steps on %d ranks (logs in %s)", 2 + _i * 2, log_dir);
+}
+END_TEST
+
 /* A root runs as many small broadcasts ahead as a mailbox has slots: it
  * makes them all before any other rank calls (the others wait for its
  * word in the shared counter, arg), then each rank receives them in
@@ -950,6 +1002,7 @@ static Suite *shm_suite(void)
     tc = tcase_create("mailbox");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_oneshot, 0, 7); /* 2 .. 8 ranks */
+    tcase_add_loop_test(tc, test_inline, 0, 2);  /* 2, 4 ranks */
     tcase_add_loop_test(tc, test_run_ahead, 0, 2); /* 2, 3 ranks */
     tcase_add_test(tc, test_oneshot_tcp);
     tcase_add_test(tc, test_oneshot_mismatch);
