@@ -461,14 +461,18 @@ static coll_status_t read_coll_settings(struct coll_comm *comm)
     return COLL_OK;
 }
 
-/* Cost-model inputs: the slowest link in use sets alpha and beta. */
+/* Cost-model inputs: the slowest link in use sets alpha and beta; the
+ * link asking for the largest pipeline chunk sets chunk_links. */
 static void read_link_costs(struct coll_comm *comm)
 {
+    uint64_t my_host = comm->peers[comm->rank].info.host_hash;
+
     comm->alpha = 0;
     comm->beta = 0;
     comm->pull = 1;
+    comm->chunk_links = 0;
     for (int r = 0; r < comm->nranks; r++) {
-        coll_tp_perf_t perf;
+        coll_tp_perf_t perf = {0};
         coll_tp_iface_t *iface = comm->peers[r].ep->iface;
         if ((r == comm->rank && comm->nranks > 1) ||
             iface->ops->iface_query(iface, &perf) != COLL_OK)
@@ -476,7 +480,23 @@ static void read_link_costs(struct coll_comm *comm)
         comm->alpha = COLL_MAX(comm->alpha, perf.latency_s + perf.overhead_s);
         comm->beta = COLL_MAX(comm->beta, 1.0 / perf.bandwidth_Bps);
         comm->pull &= perf.pull;
+        comm->chunk_links = COLL_MAX(comm->chunk_links, comm->peers[r].info.host_hash == my_host
+                                                            ? perf.chunk_local
+                                                            : perf.chunk_remote);
     }
+}
+
+/* COLL_PIPELINE_CHUNK when set; else its default, or the larger chunk a
+ * link in use asks for (agreed across ranks: every rank must cut a vector
+ * into the same pieces). */
+static void choose_chunk(struct coll_comm *comm)
+{
+    if (coll_param_is_set(COLL_PARAM_PIPELINE_CHUNK) || comm->chunk_links <= comm->chunk_bytes)
+        return;
+    COLL_INFO(COLL_SUBSYS_INIT, "rank %d: pipeline chunk %zu bytes, as a link asks (%zu by "
+              "default; COLL_PIPELINE_CHUNK sets it)", comm->rank, comm->chunk_links,
+              comm->chunk_bytes);
+    comm->chunk_bytes = comm->chunk_links;
 }
 
 static coll_status_t comm_alloc(const coll_init_args_t *a, struct coll_comm **comm_p)
@@ -962,18 +982,20 @@ static double crowding(const struct coll_comm *comm, const uint8_t *rows, size_t
     return most;
 }
 
-/* Every rank sends its cost-model inputs, its mailbox size and the CPUs it
- * may use to every rank, and all keep the maximum of each input and the
- * minimum size (and pull only where every pair has it): a choice made
- * from them is then the same everywhere (measured gammas differ a little
- * from process to process, one rank may lack mailboxes toward a peer, and
- * ranks that chose different algorithms for one call would fail or hang). */
+/* Every rank sends its cost-model inputs, its mailbox size, the pipeline
+ * chunk its links ask for and the CPUs it may use to every rank, and all
+ * keep the maximum of each input and the minimum size (and pull only
+ * where every pair has it): a choice made from them is then the same
+ * everywhere (measured gammas differ a little from process to process,
+ * one rank may lack mailboxes toward a peer, and ranks that chose
+ * different algorithms or chunks for one call would fail or hang). */
 static coll_status_t agree_costs(struct coll_comm *comm)
 {
-    enum { NV = 6, NOPULL = 4, MBOX = 5, ROW = 8 * (NV + MASK_WORDS) };
+    enum { NV = 7, NOPULL = 4, MBOX = 5, CHUNK = 6, ROW = 8 * (NV + MASK_WORDS) };
     int p = comm->nranks;
-    double mine[NV] = {comm->alpha, comm->beta, comm->gamma, comm->copy, !comm->pull,
-                       (double)local_mbox_bytes(comm)};
+    double mine[NV] = {comm->alpha, comm->beta,  comm->gamma,
+                       comm->copy,  !comm->pull, (double)local_mbox_bytes(comm),
+                       (double)comm->chunk_links};
     uint64_t mask[MASK_WORDS];
     uint8_t out[ROW], *in = calloc((size_t)p, ROW);
     struct coll_request **reqs = calloc((size_t)(2 * p), sizeof(*reqs));
@@ -1017,6 +1039,8 @@ static coll_status_t agree_costs(struct coll_comm *comm)
     comm->copy = mine[3];
     comm->pull = mine[NOPULL] == 0;
     comm->mbox_bytes = p > 1 ? (size_t)mine[MBOX] : 0;
+    comm->chunk_links = (size_t)mine[CHUNK];
+    choose_chunk(comm);
     if (st == COLL_OK) {
         comm->crowd = crowding(comm, in, ROW, NV);
         if (comm->crowd > 1)

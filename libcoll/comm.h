@@ -106,7 +106,8 @@ struct coll_comm {
     int bind;                      /* COLL_BIND: coll_bind_t */
     int fold;                      /* COLL_RECV_REDUCE */
     int checksum;                  /* COLL_CHECKSUM, the same on every rank */
-    size_t chunk_bytes;
+    size_t chunk_bytes;            /* COLL_PIPELINE_CHUNK, or chunk_links (choose_chunk) */
+    size_t chunk_links;            /* the largest chunk a link in use asks for, over ranks */
     size_t det_scratch_max;
     /* Scratch blocks of finished collectives, kept for the next ones (a
      * fresh large block faults in every page on every call); owned by

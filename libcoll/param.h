@@ -79,7 +79,8 @@ typedef enum coll_param_type {
       "(1..16; a pair uses the smaller of its two settings)")                            \
     X(TCP_CHUNK_LOCAL, COLL_PARAM_SIZE, "2M",                                            \
       "COLL_TCP_CHUNK toward a peer on the same host: no wire to share with a "          \
-      "clear-to-send, and each chunk costs a system call on both sides")                 \
+      "clear-to-send, and each chunk costs a system call on both sides; unless "         \
+      "COLL_PIPELINE_CHUNK is set, also the pipeline chunk where such a pair uses TCP")  \
     X(SOCKET_BUFSIZE, COLL_PARAM_SIZE, "0",                                              \
       "SO_SNDBUF and SO_RCVBUF of TCP data sockets; 0 keeps the kernel's autotuning "    \
       "(which grows to net.ipv4.tcp_wmem/tcp_rmem)")                                     \
@@ -192,7 +193,9 @@ typedef enum coll_param_type {
       "core (always, round robin). Threads started later inherit the binding")          \
     X(PIPELINE_CHUNK, COLL_PARAM_SIZE, "256K",                                           \
       "Pipeline chunk of the chunked algorithms (ring, chain): data moves and is "       \
-      "reduced in pieces of this size so that links and reductions overlap")             \
+      "reduced in pieces of this size so that links and reductions overlap. Unset, a "   \
+      "link may ask for more: TCP between ranks of one host for COLL_TCP_CHUNK_LOCAL "   \
+      "(the largest over ranks)")                                                        \
     X(DET_SCRATCH_MAX, COLL_PARAM_SIZE, "256M",                                          \
       "Largest scratch buffer a deterministic algorithm may use; one that would need "   \
       "more is not usable for the call")                                                 \

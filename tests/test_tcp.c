@@ -15,7 +15,10 @@
  *     COLL_TCP_EAGER_WINDOW: the ranks share a kernel); the rest waits
  *     for its receive and arrives intact;
  *   - the cost model: probed alpha and beta are the same on every rank,
- *     and COLL_LINK_BANDWIDTH / COLL_LINK_LATENCY are honoured.
+ *     and COLL_LINK_BANDWIDTH / COLL_LINK_LATENCY are honoured;
+ *   - the pipeline chunk: ranks of one kernel over TCP cut vectors into
+ *     COLL_TCP_CHUNK_LOCAL pieces (the largest over ranks), unless
+ *     COLL_PIPELINE_CHUNK is set or shared memory carries the data.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -416,6 +419,53 @@ START_TEST(test_cost_choice)
 }
 END_TEST
 
+/* ---- the pipeline chunk the links ask for -------------------------------------- */
+
+/* One case: the settings of each rank and the chunk every rank must end
+ * with. Ranks of one kernel over TCP ask for COLL_TCP_CHUNK_LOCAL (the
+ * largest over ranks wins, so that all cut vectors alike); shared memory
+ * asks for nothing; COLL_PIPELINE_CHUNK, where set, wins. */
+typedef struct chunk_case {
+    const char *transports, *tcp_chunk_rank0, *tcp_chunk_others, *pipeline;
+    size_t want;
+} chunk_case_t;
+
+static const chunk_case_t chunk_cases[] = {
+    {"tcp", NULL, NULL, NULL, 2u << 20},       /* COLL_TCP_CHUNK_LOCAL's default */
+    {"tcp", "1M", "512K", NULL, 1u << 20},     /* rank 0's wish is the largest */
+    {"tcp", "64K", "512K", NULL, 512u << 10},  /* the others' */
+    {"tcp", "64K", "64K", NULL, 256u << 10},   /* below COLL_PIPELINE_CHUNK's default */
+    {"tcp", NULL, NULL, "64K", 64u << 10},     /* set: kept */
+    {"shm,tcp", NULL, NULL, NULL, 256u << 10}, /* shared memory: the default */
+};
+
+static int rank_chunk(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const chunk_case_t *c = arg;
+    const char *mine = rank == 0 ? c->tcp_chunk_rank0 : c->tcp_chunk_others;
+    coll_comm_t comm;
+    float v[1] = {1};
+
+    setenv("COLL_TRANSPORTS", c->transports, 1);
+    if (mine)
+        setenv("COLL_TCP_CHUNK_LOCAL", mine, 1);
+    if (c->pipeline)
+        setenv("COLL_PIPELINE_CHUNK", c->pipeline, 1);
+    comm = harness_init(rank, nranks, id);
+    RANK_CHECK(comm->chunk_bytes == c->want, "pipeline chunk %zu bytes, expected %zu",
+               comm->chunk_bytes, c->want);
+    RANK_OK(coll_allreduce(v, v, 1, COLL_FLOAT32, COLL_SUM, comm));
+    RANK_CHECK(v[0] == (float)nranks, "all-reduce gave %g, expected %d", (double)v[0], nranks);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_chunk)
+{
+    ck_assert_int_eq(harness_run(3, rank_chunk, (void *)&chunk_cases[_i], 60), 0);
+}
+END_TEST
+
 /* ---- ranks that disagree on COLL_COST_PROBE ------------------------------------ */
 
 /* Rank 1 probes with another size: init must fail on every rank well
@@ -463,6 +513,7 @@ static Suite *tcp_suite(void)
     tcase_add_test(tc, test_cost_forced);
     tcase_add_loop_test(tc, test_cost_choice, 0, 2);
     tcase_add_test(tc, test_cost_probe_differs);
+    tcase_add_loop_test(tc, test_chunk, 0, (int)COLL_ARRAY_LEN(chunk_cases));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -104,6 +104,11 @@ typedef struct coll_tp_perf {
      * itself (process_vm_readv), so moving them needs no CPU time of the
      * sender's; 0: the sender's CPU pushes the data (sockets). */
     int pull;
+    /* Smallest pipeline chunk (COLL_PIPELINE_CHUNK) that moves at full
+     * speed toward a peer on this host (_local) or on another one
+     * (_remote): below it each message's own costs show, such as a system
+     * call on both sides. 0: no wish; the caller zeroes the struct. */
+    size_t chunk_local, chunk_remote;
 } coll_tp_perf_t;
 
 typedef struct coll_tp_req coll_tp_req_t;
