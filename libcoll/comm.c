@@ -1045,6 +1045,8 @@ static coll_status_t agree_costs(struct coll_comm *comm)
         comm->crowd = crowding(comm, in, ROW, NV);
         if (comm->crowd > 1)
             snprintf(crowded, sizeof(crowded), "; a host has %.2g ranks per CPU", comm->crowd);
+        for (int i = 0; i < comm->niface; i++)
+            comm->ifaces[i]->crowded = comm->crowd > 1;
     }
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d: cost model (max over ranks): alpha %.2f us, beta "
               "%.4f ns/B, gamma %.4f ns/B, copy %.4f ns/B; mailboxes of %zu bytes; "

@@ -55,9 +55,14 @@ typedef enum coll_param_type {
       "receiver (rendezvous) so that no large buffer is allocated on the receiver. The " \
       "wait is a round trip on the wire, behind the data queued in the other direction " \
       "(up to 4M)")                                                                      \
-    X(TCP_EAGER_LIMIT_LOCAL, COLL_PARAM_SIZE, "64K",                                     \
-      "COLL_TCP_EAGER_LIMIT toward a peer on the same host, where the round trip is a "  \
-      "few microseconds and a message sent before its receive is posted costs a copy")   \
+    X(TCP_EAGER_LIMIT_LOCAL, COLL_PARAM_SIZE, "2M",                                      \
+      "COLL_TCP_EAGER_LIMIT toward a peer on the same host whose ranks have a CPU each: " \
+      "a rendezvous there waits for the receiver to come back to its progress loop, "    \
+      "which costs more than the copy of a message that arrives before its receive")     \
+    X(TCP_EAGER_LIMIT_CROWDED, COLL_PARAM_SIZE, "64K",                                   \
+      "COLL_TCP_EAGER_LIMIT_LOCAL where a host of the communicator runs more ranks than " \
+      "it has CPUs: receivers are often descheduled, most large messages would arrive "  \
+      "before their receive and be copied once more")                                    \
     X(TCP_EAGER_WINDOW, COLL_PARAM_SIZE, "64M",                                          \
       "Eager TCP messages a peer may send us that no receive has taken yet, in bytes "  \
       "(each counts its length plus 128; up to 1G): beyond it the peer's messages wait " \

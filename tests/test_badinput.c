@@ -607,8 +607,8 @@ END_TEST
 /* The receiver (rank 0) names a count other than the sender's: it gets
  * COLL_ERR_SIZE_MISMATCH naming both sizes in bytes and the peer; the
  * sender succeeds; the next message on the same tag arrives intact. Small
- * messages go eagerly, 1 MiB and more by rendezvous (between ranks of one
- * host COLL_TCP_EAGER_LIMIT_LOCAL applies, 64K by default). "unexpected":
+ * messages go eagerly, 1 MiB and more by rendezvous (the eager limits
+ * between ranks of one host are set to 64K below). "unexpected":
  * the message (or its announcement) has arrived before the receive is
  * posted; "posted": the receive was first. */
 #define MIB_INT32 (262144) /* int32 elements in 1 MiB */
@@ -651,8 +651,11 @@ static int rank_mismatch(int rank, int nranks, const coll_unique_id_t *id, void 
     coll_request_t sreq = NULL, rreq = NULL;
     coll_status_t rst = COLL_OK;
     char pfx[32], peer[32];
-    coll_comm_t comm = harness_init(rank, nranks, id);
+    coll_comm_t comm;
 
+    setenv("COLL_TCP_EAGER_LIMIT_LOCAL", "64K", 1);
+    setenv("COLL_TCP_EAGER_LIMIT_CROWDED", "64K", 1);
+    comm = harness_init(rank, nranks, id);
     RANK_CHECK(sbuf && rbuf, "out of memory");
     for (size_t i = 0; i < n; i++)
         sbuf[i] = pattern(i, 1);

@@ -141,13 +141,13 @@ END_TEST
 
 /* ---- tags ------------------------------------------------------------------------ */
 
-/* Rank 1 sends tag 1 then tag 2 (large, rendezvous) then tag 1 again;
- * rank 0 receives tag 2 first, then both tag-1 messages: different tags
- * may be taken out of order, equal tags arrive in order. */
+/* Rank 1 sends tag 1 then tag 2 (4 MiB: by rendezvous over TCP) then tag
+ * 1 again; rank 0 receives tag 2 first, then both tag-1 messages:
+ * different tags may be taken out of order, equal tags arrive in order. */
 static int rank_tags(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     coll_comm_t comm = harness_init(rank, nranks, id);
-    size_t big = 2u << 20;
+    size_t big = 4u << 20; /* above every eager limit: a rendezvous */
     uint8_t *a = malloc(big), *b = malloc(big), *c = malloc(big);
     (void)arg;
 

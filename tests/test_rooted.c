@@ -8,8 +8,9 @@
  *     non-blocking (every configuration of every root in flight at once);
  *   - about 2 MiB from every root (odd counts: blocks and pipeline chunks
  *     do not divide it), by eager and rendezvous messages;
- *   - pipeline chunks of 64 bytes, 1K, 64K and 256K; TCP messages all
- *     eager (below 64K) or all by rendezvous (COLL_TCP_EAGER_LIMIT_LOCAL=0);
+ *   - pipeline chunks of 64 bytes, 1K, 64K and 256K; TCP messages eager
+ *     up to the default limits or all by rendezvous
+ *     (COLL_TCP_EAGER_LIMIT_LOCAL=0 and _CROWDED=0);
  *   - every byte received is checked against a pattern of (source rank,
  *     block, offset, call), every source buffer is checked unchanged, and
  *     64 guard bytes on each side of every buffer are checked untouched;
@@ -36,10 +37,10 @@ static const coll_datatype_t dts[] = {COLL_UINT8, COLL_FLOAT16, COLL_INT32, COLL
 #define LARGE_BYTES ((size_t)2 << 20) /* about 2 MiB per call */
 
 /* One communicator's settings: the algorithms it forces, its pipeline
- * chunk and TCP eager limit (COLL_TCP_EAGER_LIMIT_LOCAL: the ranks share
- * a host; NULL: the defaults, 256K and 64K). Between them every algorithm
- * runs, pipelined, and with every message eager (below 64K) and every
- * message by rendezvous (limit 0). */
+ * chunk and TCP eager limit (COLL_TCP_EAGER_LIMIT_LOCAL and _CROWDED: the
+ * ranks share a host; NULL: the defaults, 256K and 2M, or 64K where ranks share CPUs).
+ * Between them every algorithm runs, pipelined, with the large messages of
+ * 2 ranks eager, and with every message by rendezvous (limit 0). */
 typedef struct algo_set {
     const char *algo;
     const char *chunk;
@@ -368,6 +369,7 @@ static int rank_all_sets(int rank, int nranks, const coll_unique_id_t *id, void 
     unsetenv("COLL_ALGO_FALLBACK");
     unsetenv("COLL_PIPELINE_CHUNK");
     unsetenv("COLL_TCP_EAGER_LIMIT_LOCAL");
+    unsetenv("COLL_TCP_EAGER_LIMIT_CROWDED");
     coll_comm_t world = harness_init(rank, nranks, id);
     for (size_t i = 0; i < ARRAY_LEN(algo_sets); i++) {
         coll_comm_t comm = NULL;
@@ -375,6 +377,7 @@ static int rank_all_sets(int rank, int nranks, const coll_unique_id_t *id, void 
         set_env("COLL_ALGO_FALLBACK", strstr(algo_sets[i].algo, "oneshot") ? "silent" : NULL);
         set_env("COLL_PIPELINE_CHUNK", algo_sets[i].chunk);
         set_env("COLL_TCP_EAGER_LIMIT_LOCAL", algo_sets[i].eager);
+        set_env("COLL_TCP_EAGER_LIMIT_CROWDED", algo_sets[i].eager); /* 3+ ranks on 2 CPUs */
         RANK_OK(coll_comm_split(world, 0, rank, &comm));
         run_set(comm, &algo_sets[i], rank, nranks, &b);
         RANK_OK(coll_comm_destroy(comm));

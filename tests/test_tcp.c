@@ -18,8 +18,12 @@
  *     and COLL_LINK_BANDWIDTH / COLL_LINK_LATENCY are honoured;
  *   - the pipeline chunk: ranks of one kernel over TCP cut vectors into
  *     COLL_TCP_CHUNK_LOCAL pieces (the largest over ranks), unless
- *     COLL_PIPELINE_CHUNK is set or shared memory carries the data.
+ *     COLL_PIPELINE_CHUNK is set or shared memory carries the data;
+ *   - the eager limit between ranks of one kernel: COLL_TCP_EAGER_LIMIT_LOCAL
+ *     where they have a CPU each, COLL_TCP_EAGER_LIMIT_CROWDED where they
+ *     share one.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -466,6 +470,108 @@ START_TEST(test_chunk)
 }
 END_TEST
 
+/* ---- the eager limit between ranks of one host ------------------------------- */
+
+/* Rank 0 sends `bytes` before rank 1 posts its receive. Sent eagerly, the
+ * send completes while rank 1 only reads its socket; by rendezvous it
+ * cannot complete until the receive is posted. Ranks with a CPU each use
+ * COLL_TCP_EAGER_LIMIT_LOCAL (2M); ranks pinned to one CPU (2 ranks per
+ * CPU) use COLL_TCP_EAGER_LIMIT_CROWDED (64K). */
+typedef struct eager_case {
+    int pinned;      /* both ranks on one CPU */
+    const char *var; /* set on both ranks, or NULL */
+    const char *value;
+    size_t bytes;
+    int eager;       /* expected: completes before its receive */
+} eager_case_t;
+
+static const eager_case_t eager_cases[] = {
+    {0, NULL, NULL, 1u << 20, 1},
+    {0, NULL, NULL, 2u << 20, 1},
+    {0, NULL, NULL, (2u << 20) + 1, 0},
+    {0, "COLL_TCP_EAGER_LIMIT_LOCAL", "64K", 1u << 20, 0},
+    {1, NULL, NULL, 1u << 20, 0},
+    {1, NULL, NULL, 64u << 10, 1},
+    {1, "COLL_TCP_EAGER_LIMIT_CROWDED", "1M", 1u << 20, 1},
+};
+
+/* Bind to the first CPU we may use; 0, or -1 if that failed. */
+static int pin_first_cpu(void)
+{
+    cpu_set_t set, one;
+    CPU_ZERO(&one);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set)) {
+            CPU_SET(c, &one);
+            return sched_setaffinity(0, sizeof(one), &one);
+        }
+    return -1;
+}
+
+/* Poll req for up to `s` seconds; 1 if it completed. */
+static int completes_within(coll_request_t *req, double s)
+{
+    double deadline = harness_now() + s;
+    int fin = 0;
+
+    while (!fin && harness_now() < deadline)
+        if (coll_test(req, &fin) != COLL_OK)
+            return 0;
+    return fin;
+}
+
+static int rank_eager(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const eager_case_t *c = arg;
+    uint8_t *buf = malloc(c->bytes);
+    coll_request_t req;
+    int32_t go = 1;
+    coll_comm_t comm;
+
+    RANK_CHECK(buf, "out of memory");
+    setenv("COLL_TRANSPORTS", "tcp", 1);
+    if (c->var)
+        setenv(c->var, c->value, 1);
+    if (c->pinned)
+        RANK_CHECK(pin_first_cpu() == 0, "cannot bind to a CPU");
+    comm = harness_init(rank, nranks, id);
+    if (rank == 1) {
+        RANK_OK(coll_recv(&go, 1, COLL_INT32, 0, 99, comm)); /* reads its socket meanwhile */
+        RANK_OK(coll_recv(buf, c->bytes, COLL_UINT8, 0, 1, comm));
+        harness_verify(buf, c->bytes, 0, 1);
+    } else {
+        harness_fill(buf, c->bytes, 0, 1);
+        RANK_OK(coll_isend(buf, c->bytes, COLL_UINT8, 1, 1, comm, &req));
+        /* eager: done within 10 s; rendezvous: cannot be done, 0.3 s shows it */
+        int done = completes_within(&req, c->eager ? 10 : 0.3);
+        RANK_CHECK(done == c->eager, "%s%s%s, %s: a send of %zu bytes %s before its receive "
+                   "was posted (expected %s)", c->var ? c->var : "defaults", c->var ? "=" : "",
+                   c->var ? c->value : "", c->pinned ? "2 ranks on one CPU" : "a CPU each",
+                   c->bytes, done ? "completed" : "did not complete",
+                   c->eager ? "eager" : "a rendezvous");
+        RANK_OK(coll_send(&go, 1, COLL_INT32, 1, 99, comm));
+        if (!done)
+            RANK_OK(coll_wait(&req));
+    }
+    RANK_OK(coll_comm_destroy(comm));
+    free(buf);
+    return 0;
+}
+
+START_TEST(test_eager_local)
+{
+    cpu_set_t set;
+    if (!eager_cases[_i].pinned &&
+        (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) < 2)) {
+        printf("test_tcp: eager case %d: skipped: needs 2 CPUs for 2 ranks\n", _i);
+        return;
+    }
+    ck_assert_int_eq(harness_run(2, rank_eager, (void *)&eager_cases[_i], 60), 0);
+}
+END_TEST
+
 /* ---- ranks that disagree on COLL_COST_PROBE ------------------------------------ */
 
 /* Rank 1 probes with another size: init must fail on every rank well
@@ -514,6 +620,7 @@ static Suite *tcp_suite(void)
     tcase_add_loop_test(tc, test_cost_choice, 0, 2);
     tcase_add_test(tc, test_cost_probe_differs);
     tcase_add_loop_test(tc, test_chunk, 0, (int)COLL_ARRAY_LEN(chunk_cases));
+    tcase_add_loop_test(tc, test_eager_local, 0, (int)COLL_ARRAY_LEN(eager_cases));
     suite_add_tcase(s, tc);
     return s;
 }

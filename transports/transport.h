@@ -189,6 +189,10 @@ typedef struct coll_tp_params {
 struct coll_tp_iface {
     const coll_tp_ops_t *ops;   /* set by the core after iface_open */
     coll_tp_params_t params;
+    /* Set by the core once the ranks agreed on the cost model (0 before):
+     * a host of the communicator runs more ranks than it has CPUs, so a
+     * receiver is often descheduled when its data arrives. */
+    int crowded;
 };
 
 struct coll_tp_ep {

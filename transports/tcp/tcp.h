@@ -8,7 +8,7 @@
  * After the handshake every frame starts with a 32-byte header:
  *   u8 type, u8 flags, u16 zero, u32 id, u64 tag, u64 len, u64 aux
  *
- *   EAGER  tag, len, payload       messages <= COLL_TCP_EAGER_LIMIT
+ *   EAGER  tag, len, payload       messages <= COLL_TCP_EAGER_LIMIT (_LOCAL, _CROWDED)
  *   RTS    tag, len, id=send id    "I have len bytes for tag"
  *   CTS    id=send id, aux=recv id "send them" (flag DISCARD: "drop them")
  *   DATA   id=recv id, aux=offset, len, payload (one chunk of a message)
@@ -211,7 +211,7 @@ struct tcp_ep {
 
     int nconn;
     size_t chunk;             /* COLL_TCP_CHUNK, or its _LOCAL twin */
-    size_t eager_limit;       /* COLL_TCP_EAGER_LIMIT, or its _LOCAL twin */
+    size_t eager_limit;       /* COLL_TCP_EAGER_LIMIT, or its _LOCAL twin (eager_limit()) */
     size_t rx_window;         /* our COLL_TCP_EAGER_WINDOW toward it (or _LOCAL) */
     size_t peer_window;       /* its COLL_TCP_EAGER_WINDOW toward us (or _LOCAL) */
     int local;                /* it shares our kernel: the _LOCAL settings apply */
@@ -247,6 +247,7 @@ struct tcp_iface {
     int nretry;               /* sockets in TCP_CONN_RETRY */
     size_t eager_limit;       /* COLL_TCP_EAGER_LIMIT */
     size_t eager_limit_local; /* COLL_TCP_EAGER_LIMIT_LOCAL */
+    size_t eager_limit_crowded; /* COLL_TCP_EAGER_LIMIT_CROWDED */
     size_t chunk;             /* COLL_TCP_CHUNK */
     size_t chunk_local;       /* COLL_TCP_CHUNK_LOCAL */
     size_t eager_window;      /* COLL_TCP_EAGER_WINDOW */

@@ -156,7 +156,7 @@ static coll_status_t read_window(const tcp_iface_t *iface, coll_param_id_t id, s
 }
 
 /* COLL_TCP_EAGER_LIMIT, COLL_NSOCKS, COLL_TCP_CHUNK, COLL_TCP_EAGER_WINDOW
- * (and their _LOCAL twins), COLL_SOCKET_BUFSIZE. Eager sizes above
+ * (and their _LOCAL twins), COLL_TCP_EAGER_LIMIT_CROWDED, COLL_SOCKET_BUFSIZE. Eager sizes above
  * what a receiver accepts are lowered to it. */
 static coll_status_t read_settings(tcp_iface_t *iface)
 {
@@ -164,8 +164,10 @@ static coll_status_t read_settings(tcp_iface_t *iface)
 
     COLL_CHECK(coll_param_size(COLL_PARAM_TCP_EAGER_LIMIT, &iface->eager_limit));
     COLL_CHECK(coll_param_size(COLL_PARAM_TCP_EAGER_LIMIT_LOCAL, &iface->eager_limit_local));
+    COLL_CHECK(coll_param_size(COLL_PARAM_TCP_EAGER_LIMIT_CROWDED, &iface->eager_limit_crowded));
     iface->eager_limit = COLL_MIN(iface->eager_limit, (size_t)TCP_EAGER_MAX);
     iface->eager_limit_local = COLL_MIN(iface->eager_limit_local, (size_t)TCP_EAGER_MAX);
+    iface->eager_limit_crowded = COLL_MIN(iface->eager_limit_crowded, (size_t)TCP_EAGER_MAX);
     COLL_CHECK(read_nsocks(iface, COLL_PARAM_NSOCKS, &iface->nsocks));
     COLL_CHECK(read_nsocks(iface, COLL_PARAM_NSOCKS_LOCAL, &iface->nsocks_local));
     COLL_CHECK(read_chunk(iface, COLL_PARAM_TCP_CHUNK, &iface->chunk));

@@ -80,6 +80,19 @@ static size_t eager_cost(size_t len)
     return len + TCP_EAGER_OVERHEAD;
 }
 
+/* The largest message sent without a rendezvous. Toward a peer of our
+ * host the receiver's progress loop sets the price of the round trip, not
+ * a wire: a receiver with a CPU of its own answers late while it reduces
+ * the chunk before, so messages up to a pipeline chunk go at once (costing
+ * a copy where they arrive before their receive); where ranks share CPUs
+ * most of them would arrive first. */
+static size_t eager_limit(const tcp_ep_t *ep)
+{
+    if (ep->local && ep->iface->super.crowded)
+        return ep->iface->eager_limit_crowded;
+    return ep->eager_limit;
+}
+
 static int conn_usable(const tcp_conn_t *c)
 {
     return c->fd >= 0 && c->state == TCP_CONN_READY && c->ep->state == TCP_EP_READY;
@@ -285,7 +298,7 @@ coll_status_t tcp_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
         req->complete(req, ep->error != COLL_OK ? ep->error : COLL_ERR_PEER_FAILED);
         return COLL_OK;
     }
-    if (req->len <= ep->eager_limit && eager_cost(req->len) <= ep->tx_credit) {
+    if (req->len <= eager_limit(ep) && eager_cost(req->len) <= ep->tx_credit) {
         tcp_hdr_t h = {.type = TCP_EAGER, .tag = req->tag, .len = req->len};
         ep->tx_credit -= eager_cost(req->len);
         tx_init(ep->iface, &priv->tx, &h, req->buf, req->len, req);
