@@ -156,8 +156,9 @@ static coll_status_t read_window(const tcp_iface_t *iface, coll_param_id_t id, s
 }
 
 /* COLL_TCP_EAGER_LIMIT, COLL_NSOCKS, COLL_TCP_CHUNK, COLL_TCP_EAGER_WINDOW
- * (and their _LOCAL twins), COLL_TCP_EAGER_LIMIT_CROWDED, COLL_SOCKET_BUFSIZE. Eager sizes above
- * what a receiver accepts are lowered to it. */
+ * (and their _LOCAL twins), COLL_TCP_EAGER_LIMIT_CROWDED,
+ * COLL_SOCKET_BUFSIZE. Eager sizes above what a receiver accepts are
+ * lowered to it. */
 static coll_status_t read_settings(tcp_iface_t *iface)
 {
     size_t bufsize;
