@@ -57,6 +57,15 @@ int harness_own_cpus(int *cpus, int max)
     return n;
 }
 
+int harness_bind_cpu(int cpu)
+{
+    cpu_set_t one;
+
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof(one), &one);
+}
+
 int harness_sh(const char *cmd, char *out, size_t outlen)
 {
     char sink[4096];

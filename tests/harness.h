@@ -75,6 +75,9 @@ double harness_now(void);
  * returns how many (the test fails if the mask cannot be read). */
 int harness_own_cpus(int *cpus, int max);
 
+/* Bind the calling process to CPU `cpu` alone; sched_setaffinity's result. */
+int harness_bind_cpu(int cpu);
+
 /* Start argv (argv[0] searched in PATH) with stdout to out_path and stderr
  * to err_path (the same path: one file for both). The child gets default
  * signal dispositions and an empty mask: a shell that started us in the

@@ -834,16 +834,14 @@ END_TEST
 static int rank_oversubscribed(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     int crowded = *(const int *)arg;
-    cpu_set_t all, one;
+    cpu_set_t all;
     int cpu = -1, nth = crowded ? 0 : rank;
 
     RANK_CHECK(sched_getaffinity(0, sizeof(all), &all) == 0, "sched_getaffinity");
     for (int c = 0; c < CPU_SETSIZE && nth >= 0; c++)
         if (CPU_ISSET(c, &all) && nth-- == 0)
             cpu = c;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    RANK_CHECK(sched_setaffinity(0, sizeof(one), &one) == 0, "bind to CPU %d", cpu);
+    RANK_CHECK(harness_bind_cpu(cpu) == 0, "bind to CPU %d", cpu);
     coll_comm_t comm = harness_init(rank, nranks, id);
     RANK_CHECK((comm->crowd > 1) == crowded, "%g ranks per CPU, expected %s", comm->crowd,
                crowded ? "more than 1" : "at most 1");

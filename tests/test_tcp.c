@@ -23,7 +23,6 @@
  *     where they have a CPU each, COLL_TCP_EAGER_LIMIT_CROWDED where they
  *     share one.
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -495,20 +494,8 @@ static const eager_case_t eager_cases[] = {
     {1, "COLL_TCP_EAGER_LIMIT_CROWDED", "1M", 1u << 20, 1},
 };
 
-/* Bind to the first CPU we may use; 0, or -1 if that failed. */
-static int pin_first_cpu(void)
-{
-    cpu_set_t set, one;
-    CPU_ZERO(&one);
-    if (sched_getaffinity(0, sizeof(set), &set) != 0)
-        return -1;
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set)) {
-            CPU_SET(c, &one);
-            return sched_setaffinity(0, sizeof(one), &one);
-        }
-    return -1;
-}
+/* The first CPU this process may use: pinned ranks share it. */
+static int first_cpu;
 
 /* Poll req for up to `s` seconds; 1 if it completed. */
 static int completes_within(coll_request_t *req, double s)
@@ -535,7 +522,7 @@ static int rank_eager(int rank, int nranks, const coll_unique_id_t *id, void *ar
     if (c->var)
         setenv(c->var, c->value, 1);
     if (c->pinned)
-        RANK_CHECK(pin_first_cpu() == 0, "cannot bind to a CPU");
+        RANK_CHECK(harness_bind_cpu(first_cpu) == 0, "bind to CPU %d", first_cpu);
     comm = harness_init(rank, nranks, id);
     if (rank == 1) {
         RANK_OK(coll_recv(&go, 1, COLL_INT32, 0, 99, comm)); /* reads its socket meanwhile */
@@ -562,12 +549,12 @@ static int rank_eager(int rank, int nranks, const coll_unique_id_t *id, void *ar
 
 START_TEST(test_eager_local)
 {
-    cpu_set_t set;
-    if (!eager_cases[_i].pinned &&
-        (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) < 2)) {
+    int cpus[2], n = harness_own_cpus(cpus, 2);
+    if (!eager_cases[_i].pinned && n < 2) {
         printf("test_tcp: eager case %d: skipped: needs 2 CPUs for 2 ranks\n", _i);
         return;
     }
+    first_cpu = cpus[0];
     ck_assert_int_eq(harness_run(2, rank_eager, (void *)&eager_cases[_i], 60), 0);
 }
 END_TEST
