@@ -13,7 +13,9 @@
  *       idles while the last chunk of it drains: min(n/2, chunk) beta per
  *       step boundary (measured on a 1 Gbit/s link: the pipelined ring
  *       reaches 90-95% of the link, this 85-88%).
- * Any p, any op. Scratch: n elements.
+ * Any p, any op. Scratch: n elements. Out of place the first step sends
+ * from and reduces with the send buffer, so no step copies the vector
+ * whole (2 ranks, shared memory, 16 MiB: 4.7 -> 3.5 ms).
  *
  * Deterministic mode: the halving phase moves contributions instead of
  * partial sums: in step k a rank sends the half it gives up of all the
@@ -72,22 +74,28 @@ static coll_vid_t halve_reduce(fly_t *f, seg_t *final)
     coll_vid_t prev;
     seg_t g = {0, f->p2};
 
+    /* where the vector is: the send buffer until the first step reduces
+     * into recvbuf (a rank that folds a partner in starts in recvbuf) */
+    const void *src = a->sendbuf;
+    prev = -1;
     if (f->r < 2 * f->rem) {
         prev = coll_sched_recv_reduce(f->s, a->recvbuf, a->sendbuf, tmp, n, f->r - 1, 0,
                                       COLL_INCOMING_FIRST, COLL_NODEPS);
-    } else {
-        prev = coll_sched_copy(f->s, a->recvbuf, a->sendbuf, n * es, COLL_NODEPS);
+        src = a->recvbuf;
     }
     for (int k = 0; k < f->steps; k++) {
         int m = 1 << k, peer = coll_fold_rank(f->v ^ m, f->rem);
         seg_t keep, give;
         halves(f, g, m, &keep, &give);
         f->sent[k] = give;
-        f->freed[k] = coll_sched_send(f->s, at(f, give.lo), elems(f, give) * es, peer,
-                                      (uint32_t)(2 + k), COLL_DEPS(prev));
+        f->freed[k] = coll_sched_send(f->s, COLL_PTR(src, eoff(f, give.lo), es),
+                                      elems(f, give) * es, peer, (uint32_t)(2 + k),
+                                      COLL_DEPS(prev));
         /* the send reads the other half: folding into ours is safe */
-        prev = coll_sched_recv_reduce(f->s, at(f, keep.lo), at(f, keep.lo), tmp, elems(f, keep),
-                                      peer, (uint32_t)(2 + k), COLL_LOCAL_FIRST, COLL_DEPS(prev));
+        prev = coll_sched_recv_reduce(f->s, at(f, keep.lo), COLL_PTR(src, eoff(f, keep.lo), es),
+                                      tmp, elems(f, keep), peer, (uint32_t)(2 + k),
+                                      COLL_LOCAL_FIRST, COLL_DEPS(prev));
+        src = a->recvbuf;
         g = keep;
     }
     *final = g;
@@ -178,6 +186,10 @@ static void build(coll_sched_t *s)
 
     if (a->count == 0)
         return;
+    if (f.p == 1) {
+        coll_sched_one_rank(s);
+        return;
+    }
     f.p2 = coll_pow2_floor(f.p);
     f.rem = f.p - f.p2;
     f.v = coll_fold_vrank(f.r, f.rem);
