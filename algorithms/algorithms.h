@@ -84,10 +84,12 @@ coll_vid_t coll_chain_reduce(coll_sched_t *s, const void *src, void *result, siz
  * vector; may be src): afterwards chunk j of block (rank+1) mod p of work
  * is reduced over all ranks. tmp0/tmp1 hold one chunk each, used only
  * when work is src (in place; otherwise they may be NULL); rs_send[t] gets the step-t send (its region may be overwritten once it
- * completes). mtags t * nch + j, t < p-1. Returns the last reduce.
+ * completes). The first send waits for `after` (-1: nothing). mtags
+ * t * nch + j, t < p-1. Returns the last reduce.
  * ring_reduce_scatter.c. */
 coll_vid_t coll_ring_rs_chunk(coll_sched_t *s, const void *src, void *work, size_t j, size_t nch,
-                              size_t ch, void *tmp0, void *tmp1, coll_vid_t *rs_send);
+                              size_t ch, void *tmp0, void *tmp1, coll_vid_t *rs_send,
+                              coll_vid_t after);
 /* Chunk j of block b of the call's vector: elements [*off, *off + return). */
 size_t coll_ring_chunk(const coll_args_t *a, int p, size_t ch, int b, size_t j, size_t *off);
 

@@ -14,6 +14,15 @@
  *       reduced, so the link never waits between steps.
  * Bandwidth-optimal for large n; any p; any op.
  *
+ * Window (COLL_PIPELINE_WINDOW, args.window_bytes): chunk j + w is sent
+ * first only once chunk j is reduced here, w chunks being window_bytes of
+ * one chunk of each block (at least 1). Without it every chunk's first
+ * send is queued at once, the later steps' sends queue behind them, and a
+ * block is swept whole between one step and the next: out of cache once
+ * the host's vectors exceed its L3. The window keeps the sweep to w
+ * chunks; it does not change the messages, only when they start, so the
+ * cost above stands.
+ *
  * Deterministic mode: a ring adds contributions in a different order for
  * each block. Instead every chunk is reduced along the chain 0 -> 1 ->
  * ... -> p-1 (so each element is ((x0 op x1) op x2) ...), and rank p-1
@@ -23,8 +32,10 @@
  */
 #include "algorithms.h"
 
-static void ring_chunk(coll_sched_t *s, size_t j, size_t nch, size_t ch, void *tmp0, void *tmp1,
-                       coll_vid_t *rs_send)
+/* Chunk j through the whole ring; its first send waits for `after`.
+ * Returns the chunk's last reduce-scatter step. */
+static coll_vid_t ring_chunk(coll_sched_t *s, size_t j, size_t nch, size_t ch, void *tmp0,
+                             void *tmp1, coll_vid_t *rs_send, coll_vid_t after)
 {
     const coll_args_t *a = coll_sched_args(s);
     int p = coll_sched_size(s), r = coll_sched_rank(s);
@@ -33,7 +44,7 @@ static void ring_chunk(coll_sched_t *s, size_t j, size_t nch, size_t ch, void *t
     coll_vid_t prev;
 
     coll_vid_t red = coll_ring_rs_chunk(s, a->sendbuf, a->recvbuf, j, nch, ch, tmp0, tmp1,
-                                        rs_send);
+                                        rs_send, after);
     cnt = coll_ring_chunk(a, p, ch, coll_mod(r + 1, p), j, &off);
     prev = coll_sched_finish_avg(s, COLL_PTR(a->recvbuf, off, es), cnt, COLL_DEPS(red));
     /* all-gather: step t sends block r+1-t, receives block r-t in place */
@@ -46,6 +57,18 @@ static void ring_chunk(coll_sched_t *s, size_t j, size_t nch, size_t ch, void *t
         prev = coll_sched_recv(s, COLL_PTR(a->recvbuf, off, es), cnt * es, coll_mod(r - 1, p),
                                (uint32_t)((steps + t) * nch + j), COLL_DEPS(rs_send[t]));
     }
+    return red;
+}
+
+/* Chunks in flight (COLL_PIPELINE_WINDOW); nch: no window. */
+static size_t window_chunks(const coll_args_t *a, int p, size_t ch, size_t nch)
+{
+    size_t per_chunk = (size_t)p * ch * a->esize; /* one chunk of each block */
+    size_t w = a->window_bytes / per_chunk;
+
+    if (a->window_bytes == 0)
+        return nch;
+    return w < 1 ? 1 : w < nch ? w : nch;
 }
 
 /* Deterministic: reduce along 0 -> p-1, return along p-1 -> 0. */
@@ -104,11 +127,15 @@ static void build(coll_sched_t *s)
     int in_place = a->sendbuf == a->recvbuf;
     char *tmp = in_place ? coll_sched_scratch(s, 2 * nch * ch * es) : NULL;
     coll_vid_t *rs_send = coll_sched_scratch(s, (size_t)p * sizeof(*rs_send));
-    if ((in_place && !tmp) || !rs_send)
+    size_t win = window_chunks(a, p, ch, nch);
+    coll_vid_t *reduced = coll_sched_scratch(s, win * sizeof(*reduced)); /* [j % win] */
+    if ((in_place && !tmp) || !rs_send || !reduced)
         return;
-    for (size_t j = 0; j < nch; j++)
-        ring_chunk(s, j, nch, ch, tmp ? tmp + 2 * j * ch * es : NULL,
-                   tmp ? tmp + (2 * j + 1) * ch * es : NULL, rs_send);
+    for (size_t j = 0; j < nch; j++) {
+        coll_vid_t after = j >= win ? reduced[j % win] : -1;
+        reduced[j % win] = ring_chunk(s, j, nch, ch, tmp ? tmp + 2 * j * ch * es : NULL,
+                                      tmp ? tmp + (2 * j + 1) * ch * es : NULL, rs_send, after);
+    }
 }
 
 static double cost(const coll_cost_in_t *c)

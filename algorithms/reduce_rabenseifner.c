@@ -62,7 +62,7 @@ static void build(coll_sched_t *s)
         coll_vid_t *sent = rs_send + j * (size_t)p;
         char *t0 = tmp + 2 * j * ch * es;
         coll_vid_t red = coll_ring_rs_chunk(s, a->sendbuf, work, j, nch, ch, t0, t0 + ch * es,
-                                            sent);
+                                            sent, -1);
         cnt = coll_ring_chunk(a, p, ch, coll_mod(r + 1, p), j, &off);
         red = coll_sched_finish_avg(s, COLL_PTR(work, off, es), cnt, COLL_DEPS(red));
         if (r != root) {

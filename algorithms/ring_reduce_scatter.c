@@ -24,13 +24,14 @@ size_t coll_ring_chunk(const coll_args_t *a, int p, size_t ch, int b, size_t j, 
 }
 
 coll_vid_t coll_ring_rs_chunk(coll_sched_t *s, const void *src, void *work, size_t j, size_t nch,
-                              size_t ch, void *tmp0, void *tmp1, coll_vid_t *rs_send)
+                              size_t ch, void *tmp0, void *tmp1, coll_vid_t *rs_send,
+                              coll_vid_t after)
 {
     const coll_args_t *a = coll_sched_args(s);
     int p = coll_sched_size(s), r = coll_sched_rank(s);
     size_t es = a->esize, off, cnt;
     void *tmp[2] = {tmp0, tmp1};
-    coll_vid_t red = -1, tmp_reader[2] = {-1, -1};
+    coll_vid_t red = after, tmp_reader[2] = {-1, -1};
 
     for (int t = 0; t < p - 1; t++) {
         int right = (r + 1) % p, left = (r + p - 1) % p;

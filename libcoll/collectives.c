@@ -109,6 +109,7 @@ static coll_status_t launch(call_t *c, struct coll_request **req_p)
     c->a.check_args = comm->check_args;
     c->a.chunk_bytes = comm->chunk_bytes;
     c->a.det_scratch_max = comm->det_scratch_max;
+    c->a.window_bytes = comm->window_bytes;
     c->a.mbox_bytes = comm->mbox_bytes;
     COLL_CHECK(coll_algo_select(comm, &c->a, &algo));
     c->a.algo = algo->name;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "algorithms.h"
@@ -19,6 +20,7 @@
 #include "log.h"
 #include "param.h"
 #include "placement.h"
+#include "reduce.h"
 #include "flight.h"
 #include "schedule.h"
 
@@ -441,6 +443,20 @@ static coll_status_t read_bind(struct coll_comm *comm)
     return COLL_OK;
 }
 
+/* COLL_PIPELINE_WINDOW: "auto" is resolved once the ranks per CPU are
+ * known (agree_costs). */
+static coll_status_t read_window(struct coll_comm *comm)
+{
+    const char *text = coll_param_raw(COLL_PARAM_PIPELINE_WINDOW);
+
+    comm->window_auto = strcasecmp(text, "auto") == 0;
+    comm->window_bytes = 0;
+    if (!comm->window_auto && coll_parse_size(text, &comm->window_bytes) != 0)
+        return coll_error(COLL_SUBSYS_ALGO, COLL_ERR_INVALID_ARG,
+                          "COLL_PIPELINE_WINDOW='%s' is not auto, 0 or a size (e.g. 2M)", text);
+    return COLL_OK;
+}
+
 /* How collectives run on this communicator (COLL_ALGO and friends), and
  * where init places the rank (COLL_BIND). */
 static coll_status_t read_coll_settings(struct coll_comm *comm)
@@ -458,7 +474,7 @@ static coll_status_t read_coll_settings(struct coll_comm *comm)
     if (comm->chunk_bytes < 64)
         return coll_error(COLL_SUBSYS_ALGO, COLL_ERR_INVALID_ARG,
                           "COLL_PIPELINE_CHUNK=%zu is below 64 bytes", comm->chunk_bytes);
-    return COLL_OK;
+    return read_window(comm);
 }
 
 /* Cost-model inputs: the slowest link in use sets alpha and beta; the
@@ -1001,7 +1017,7 @@ static coll_status_t agree_costs(struct coll_comm *comm)
     struct coll_request **reqs = calloc((size_t)(2 * p), sizeof(*reqs));
     uint64_t tag = coll_tag_make(COLL_TAG_INTERNAL, 0x0fffffff, 0);
     coll_status_t st = COLL_OK;
-    char crowded[64] = "";
+    char crowded[96] = "";
 
     if (!in || !reqs) {
         st = coll_comm_error(comm, COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "out of memory");
@@ -1047,6 +1063,17 @@ static coll_status_t agree_costs(struct coll_comm *comm)
             snprintf(crowded, sizeof(crowded), "; a host has %.2g ranks per CPU", comm->crowd);
         for (int i = 0; i < comm->niface; i++)
             comm->ifaces[i]->crowded = comm->crowd > 1;
+        /* Where ranks share CPUs a chunk's transfer and reduction do not
+         * overlap anyway; what a window buys there is that the chunks in
+         * flight on the host (about ranks x 2 windows) stay in the L3.
+         * 4 ranks on 2 CPUs, 16 MiB, 5 alternating pairs: 12.5 -> 10.6 ms
+         * out of place, 10.1 -> 8.5 in place; with a CPU per rank it cost
+         * 2 ranks 9-15% at 16 MiB (docs/performance.md). */
+        if (comm->window_auto)
+            comm->window_bytes = comm->crowd > 1 ? coll_llc_bytes() / 16 : 0;
+        if (comm->window_bytes)
+            snprintf(crowded + strlen(crowded), sizeof(crowded) - strlen(crowded),
+                     "; ring window %zu KiB", comm->window_bytes / 1024);
     }
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d: cost model (max over ranks): alpha %.2f us, beta "
               "%.4f ns/B, gamma %.4f ns/B, copy %.4f ns/B; mailboxes of %zu bytes; "

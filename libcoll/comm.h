@@ -109,6 +109,8 @@ struct coll_comm {
     size_t chunk_bytes;            /* COLL_PIPELINE_CHUNK, or chunk_links (choose_chunk) */
     size_t chunk_links;            /* the largest chunk a link in use asks for, over ranks */
     size_t det_scratch_max;
+    size_t window_bytes;           /* COLL_PIPELINE_WINDOW resolved (agree_costs); 0: none */
+    int window_auto;               /* COLL_PIPELINE_WINDOW=auto */
     /* Scratch blocks of finished collectives, kept for the next ones (a
      * fresh large block faults in every page on every call); owned by
      * schedule.c, under the lock. */

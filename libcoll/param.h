@@ -201,6 +201,12 @@ typedef enum coll_param_type {
       "reduced in pieces of this size so that links and reductions overlap. Unset, a "   \
       "link may ask for more: TCP between ranks of one host for COLL_TCP_CHUNK_LOCAL "   \
       "(the largest over ranks)")                                                        \
+    X(PIPELINE_WINDOW, COLL_PARAM_STR, "auto",                                          \
+      "Bytes of its pipeline chunks (one per block) a rank of the ring all-reduce keeps " \
+      "in flight: chunk j + w starts once chunk j is reduced, so that a chunk is still " \
+      "in cache when it is sent on. auto: a sixteenth of the L3 where a host runs more "  \
+      "ranks than CPUs (their copies do not overlap anyway), no limit elsewhere; 0: no " \
+      "limit; or a size (at least one chunk is in flight)")                              \
     X(DET_SCRATCH_MAX, COLL_PARAM_SIZE, "256M",                                          \
       "Largest scratch buffer a deterministic algorithm may use; one that would need "   \
       "more is not usable for the call")                                                 \

@@ -383,12 +383,9 @@ static const coll_reduce_impl_table_t *best_table = &scalar_table;
 static int force_scalar;
 static size_t copy_nt_min = SIZE_MAX;
 
-#if defined(__x86_64__)
-static coll_reduce_impl_table_t vector_table;
-
 /* The last-level cache, from sysfs: in VMs CPUID (which sysconf reads)
  * may report the host's cache, 384 MiB here. */
-static size_t llc_bytes(void)
+size_t coll_llc_bytes(void)
 {
     size_t kib = 0;
     char unit = 0;
@@ -405,6 +402,9 @@ static size_t llc_bytes(void)
     }
     return kib * 1024;
 }
+
+#if defined(__x86_64__)
+static coll_reduce_impl_table_t vector_table;
 
 /* __builtin_cpu_supports("avx2") also checks that the OS saves the YMM
  * registers. F16C is asked of CPUID directly (leaf 1, ECX bit 29) because
@@ -426,7 +426,7 @@ static void impl_select(void)
 {
 #if defined(__x86_64__)
     if (cpu_has_avx2_f16c()) {
-        size_t llc = llc_bytes();
+        size_t llc = coll_llc_bytes();
         /* A reduction streams its output once the two inputs and the
          * output no longer fit in the L3 (half the L3 of output: 1.5 x L3
          * in all); below that the result is better left in cache for

@@ -53,6 +53,9 @@ int coll_reduce_supported(coll_datatype_t dt, coll_op_t op);
  * stores on the vector path. dst and src must not overlap. */
 void coll_copy_local(void *dst, const void *src, size_t len);
 
+/* Bytes of this host's last-level cache (sysfs, else sysconf, else 32 MiB). */
+size_t coll_llc_bytes(void);
+
 /* Name of the implementation in use ("avx2+f16c" or "scalar"), for logs. */
 const char *coll_reduce_impl(void);
 

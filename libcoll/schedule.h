@@ -54,6 +54,7 @@ typedef struct coll_args {
     int deterministic;        /* COLL_DETERMINISTIC */
     size_t chunk_bytes;       /* COLL_PIPELINE_CHUNK */
     size_t det_scratch_max;   /* COLL_DET_SCRATCH_MAX */
+    size_t window_bytes;      /* COLL_PIPELINE_WINDOW: chunk bytes in flight; 0: no limit */
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls; /* alltoallv */
     int check_args;           /* COLL_CHECK_ARGS: compare the call across ranks first */
     size_t mbox_bytes;        /* largest mailbox message (coll_sched_mbox_put); 0: none */

@@ -282,12 +282,23 @@ static void sweep(coll_comm_t comm, int rank, int p, int coll, int big)
 static const struct {
     int coll;
     const char *algo;
+    const char *window; /* COLL_PIPELINE_WINDOW for it; NULL: the default */
 } algos[] = {
-    {0, "allreduce:ring"},           {0, "allreduce:butterfly"}, {0, "allreduce:recursive_doubling"},
-    {0, "allreduce:parallel"},       {0, "allreduce:naive"},     {1, "reduce:binomial"},
-    {1, "reduce:rabenseifner"},      {2, "reduce_scatter:ring"},
-    {2, "reduce_scatter:recursive_halving"},                     {2, "reduce_scatter:pairwise"},
-    {0, "allreduce:oneshot"},        {1, "reduce:oneshot"},      {2, "reduce_scatter:oneshot"},
+    {0, "allreduce:ring", NULL},
+    {0, "allreduce:butterfly", NULL},
+    {0, "allreduce:recursive_doubling", NULL},
+    {0, "allreduce:parallel", NULL},
+    {0, "allreduce:naive", NULL},
+    {1, "reduce:binomial", NULL},
+    {1, "reduce:rabenseifner", NULL},
+    {2, "reduce_scatter:ring", NULL},
+    {2, "reduce_scatter:recursive_halving", NULL},
+    {2, "reduce_scatter:pairwise", NULL},
+    {0, "allreduce:oneshot", NULL},
+    {1, "reduce:oneshot", NULL},
+    {2, "reduce_scatter:oneshot", NULL},
+    /* one chunk in flight: each chunk's first send waits for the last */
+    {0, "allreduce:ring", "1"},
 };
 
 /* A split of the world made after COLL_ALGO is set reads it at its init. */
@@ -322,9 +333,13 @@ static int rank_matrix(int rank, int nranks, const coll_unique_id_t *id, void *a
     setenv("COLL_PIPELINE_CHUNK", "64K", 1); /* several chunks even for MiB vectors */
     for (int a = all ? 0 : which; a < (all ? NALGOS : which + 1); a++) {
         char label[64];
-        snprintf(label, sizeof(label), "%s: ", algos[a].algo);
+        snprintf(label, sizeof(label), "%s%s%s: ", algos[a].algo,
+                 algos[a].window ? " window " : "", algos[a].window ? algos[a].window : "");
         matrix_algo = label;
+        if (algos[a].window)
+            setenv("COLL_PIPELINE_WINDOW", algos[a].window, 1);
         coll_comm_t c = comm_with(world, rank, algos[a].algo);
+        unsetenv("COLL_PIPELINE_WINDOW");
         sweep(c, rank, nranks, algos[a].coll, 1);
         RANK_OK(coll_comm_destroy(c));
     }
@@ -345,8 +360,9 @@ START_TEST(test_matrix)
     int arg = tp * (NALGOS + 1) + which;
     harness_transports(&transports);
     /* in the short form the failing rank's message names the algorithm */
-    ck_assert_msg(harness_run(p, rank_matrix, &arg, 120) == 0, "%s on %d ranks over %s",
-                  which < NALGOS ? algos[which].algo : "the short matrix", p, transports[tp]);
+    ck_assert_msg(harness_run(p, rank_matrix, &arg, 120) == 0, "%s%s on %d ranks over %s",
+                  which < NALGOS ? algos[which].algo : "the short matrix",
+                  which < NALGOS && algos[which].window ? " (window)" : "", p, transports[tp]);
 }
 END_TEST
 
@@ -388,6 +404,8 @@ static int rank_deterministic(int rank, int nranks, const coll_unique_id_t *id, 
     setenv("COLL_DETERMINISTIC", "1", 1);
     setenv("COLL_PIPELINE_CHUNK", "16K", 1);
     for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+        if (algos[a].window) /* the deterministic ring is a chain, without one */
+            continue;
         coll_comm_t c = comm_with(world, rank, algos[a].algo);
         for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++)
             for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
@@ -649,6 +667,13 @@ static int rank_select(int rank, int nranks, const coll_unique_id_t *id, void *a
                strstr(coll_get_last_error(NULL), "silent"),
                "unknown fallback: %s", coll_get_last_error(NULL));
     unsetenv("COLL_ALGO_FALLBACK");
+    /* a window that is neither auto nor a size */
+    setenv("COLL_PIPELINE_WINDOW", "wide", 1);
+    st = coll_comm_split(world, 0, rank, &c);
+    RANK_CHECK(st == COLL_ERR_INVALID_ARG &&
+               strstr(coll_get_last_error(NULL), "COLL_PIPELINE_WINDOW='wide'"),
+               "bad window: %s: %s", coll_status_str(st), coll_get_last_error(NULL));
+    unsetenv("COLL_PIPELINE_WINDOW");
     RANK_OK(coll_comm_destroy(world));
     return 0;
 }
