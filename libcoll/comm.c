@@ -1066,9 +1066,9 @@ static coll_status_t agree_costs(struct coll_comm *comm)
         /* Where ranks share CPUs a chunk's transfer and reduction do not
          * overlap anyway; what a window buys there is that the chunks in
          * flight on the host (about ranks x 2 windows) stay in the L3.
-         * 4 ranks on 2 CPUs, 16 MiB, 5 alternating pairs: 12.5 -> 10.6 ms
-         * out of place, 10.1 -> 8.5 in place; with a CPU per rank it cost
-         * 2 ranks 9-15% at 16 MiB (docs/performance.md). */
+         * 4 ranks on 2 CPUs, 16 MiB, 5 alternating pairs: 12.1 -> 10.5 ms
+         * out of place, 10.7 -> 7.7 in place; with a CPU per rank it cost
+         * 2 ranks 9% out of place at 16 MiB (docs/performance.md). */
         if (comm->window_auto)
             comm->window_bytes = comm->crowd > 1 ? coll_llc_bytes() / 16 : 0;
         if (comm->window_bytes)
