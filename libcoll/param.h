@@ -86,6 +86,11 @@ typedef enum coll_param_type {
       "COLL_TCP_CHUNK toward a peer on the same host: no wire to share with a "          \
       "clear-to-send, and each chunk costs a system call on both sides; unless "         \
       "COLL_PIPELINE_CHUNK is set, also the pipeline chunk where such a pair uses TCP")  \
+    X(TCP_CONGESTION_LOCAL, COLL_PARAM_STR, "reno",                                    \
+      "TCP congestion control (TCP_CONGESTION) of sockets toward a peer on the same "    \
+      "host, whose traffic never leaves the kernel and cannot congest a link: reno "     \
+      "costs the least per packet (bbr, a common default, paces every packet). Empty: " \
+      "the system's default (net.ipv4.tcp_congestion_control), as for other peers")      \
     X(SOCKET_BUFSIZE, COLL_PARAM_SIZE, "0",                                              \
       "SO_SNDBUF and SO_RCVBUF of TCP data sockets; 0 keeps the kernel's autotuning "    \
       "(which grows to net.ipv4.tcp_wmem/tcp_rmem)")                                     \

@@ -806,6 +806,8 @@ static const struct {
     {"COLL_NSOCKS_LOCAL", "17"},
     {"COLL_TCP_CHUNK_LOCAL", "100"},
     {"COLL_INLINE_POLLS", "-1"},
+    {"COLL_TCP_CONGESTION_LOCAL", "nosuchcc"},
+    {"COLL_TCP_CONGESTION_LOCAL", "averyveryverylongname"},
 };
 
 static int rank_bad_env(int rank, int nranks, const coll_unique_id_t *id, void *arg)

@@ -21,10 +21,16 @@
  *     COLL_PIPELINE_CHUNK is set or shared memory carries the data;
  *   - the eager limit between ranks of one kernel: COLL_TCP_EAGER_LIMIT_LOCAL
  *     where they have a CPU each, COLL_TCP_EAGER_LIMIT_CROWDED where they
- *     share one.
+ *     share one;
+ *   - congestion control between ranks of one kernel: reno unless
+ *     COLL_TCP_CONGESTION_LOCAL names another or is empty (the system's).
  */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "algorithms.h"
 #include "comm.h"
@@ -559,6 +565,86 @@ START_TEST(test_eager_local)
 }
 END_TEST
 
+/* ---- congestion control toward a peer of the same kernel ---------------------- */
+
+/* A value for COLL_TCP_CONGESTION_LOCAL (NULL: unset) and the algorithm
+ * every data socket must then report. */
+typedef struct cc_case {
+    const char *value;
+    char want[16];
+} cc_case_t;
+
+static int rank_congestion(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const cc_case_t *c = arg;
+    int peer = 1 - rank, sent = rank, got = -1;
+
+    if (c->value)
+        setenv("COLL_TCP_CONGESTION_LOCAL", c->value, 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    const coll_peer_t *p = &comm->peers[peer];
+    RANK_CHECK(p->ops == &coll_tp_tcp_ops, "rank %d is not reached over tcp", peer);
+    const tcp_ep_t *ep = (const tcp_ep_t *)p->ep;
+    for (int i = 0; i < ep->nconn; i++) {
+        char name[16] = "";
+        socklen_t len = sizeof(name);
+        RANK_CHECK(getsockopt(ep->conn[i].fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0,
+                   "getsockopt(TCP_CONGESTION) failed");
+        RANK_CHECK(strcmp(name, c->want) == 0, "COLL_TCP_CONGESTION_LOCAL %s: socket %d to "
+                   "rank %d uses %s, expected %s", c->value ? c->value : "unset", i, peer,
+                   name, c->want);
+    }
+    RANK_OK(coll_sendrecv(&sent, 1, COLL_INT32, peer, 4, &got, 1, COLL_INT32, peer, 4, comm));
+    RANK_CHECK(got == peer, "received %d from rank %d", got, peer);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+/* The first word of a /proc/sys file other than `not1` and `not2`; "" if
+ * none. */
+static void sysctl_word(const char *path, const char *not1, const char *not2, char out[16])
+{
+    char line[256], *save = NULL;
+    FILE *f = fopen(path, "r");
+
+    out[0] = '\0';
+    if (!f)
+        return;
+    if (fgets(line, sizeof(line), f))
+        for (char *w = strtok_r(line, " \n", &save); w; w = strtok_r(NULL, " \n", &save))
+            if (strcmp(w, not1) && strcmp(w, not2) && strlen(w) < 16) {
+                snprintf(out, 16, "%s", w);
+                break;
+            }
+    fclose(f);
+}
+
+/* Unset: reno. Set to an algorithm that is neither reno nor the system's
+ * default: that one. Empty: the system's default. */
+START_TEST(test_congestion)
+{
+    char sys[16], other[16];
+    cc_case_t c = {NULL, "reno"};
+
+    sysctl_word("/proc/sys/net/ipv4/tcp_congestion_control", "", "", sys);
+    ck_assert_msg(sys[0], "cannot read net.ipv4.tcp_congestion_control");
+    if (_i == 1) {
+        sysctl_word("/proc/sys/net/ipv4/tcp_available_congestion_control", "reno", sys, other);
+        if (!other[0]) {
+            printf("test_tcp: congestion case 1: skipped: no congestion control here but "
+                   "reno and %s\n", sys);
+            return;
+        }
+        c.value = other;
+        snprintf(c.want, sizeof(c.want), "%s", other);
+    } else if (_i == 2) {
+        c.value = "";
+        snprintf(c.want, sizeof(c.want), "%s", sys);
+    }
+    ck_assert_int_eq(harness_run(2, rank_congestion, &c, 60), 0);
+}
+END_TEST
+
 /* ---- ranks that disagree on COLL_COST_PROBE ------------------------------------ */
 
 /* Rank 1 probes with another size: init must fail on every rank well
@@ -608,6 +694,7 @@ static Suite *tcp_suite(void)
     tcase_add_test(tc, test_cost_probe_differs);
     tcase_add_loop_test(tc, test_chunk, 0, (int)COLL_ARRAY_LEN(chunk_cases));
     tcase_add_loop_test(tc, test_eager_local, 0, (int)COLL_ARRAY_LEN(eager_cases));
+    tcase_add_loop_test(tc, test_congestion, 0, 3);
     suite_add_tcase(s, tc);
     return s;
 }

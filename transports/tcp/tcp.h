@@ -256,6 +256,7 @@ struct tcp_iface {
     int nsocks_local;         /* COLL_NSOCKS_LOCAL */
     uint64_t host_hash;       /* coll_host_hash(): which peers share our kernel */
     int bufsize;              /* COLL_SOCKET_BUFSIZE (0: the kernel's autotuning) */
+    char congestion_local[16]; /* COLL_TCP_CONGESTION_LOCAL ("": the system's) */
     size_t hdr_len;           /* TCP_HDR_MAX with COLL_CHECKSUM, else TCP_HDR_BYTES */
 };
 
@@ -275,7 +276,7 @@ void tcp_conn_retry_due(tcp_conn_t *c);
 void tcp_ep_fail(tcp_ep_t *ep, coll_status_t status, const char *fmt, ...) COLL_PRINTF(3, 4);
 void tcp_conn_update_events(tcp_conn_t *c);
 void tcp_conn_close_fd(tcp_conn_t *c);
-void tcp_sock_setup(int fd, const tcp_iface_t *iface, size_t chunk);
+void tcp_sock_setup(int fd, const tcp_iface_t *iface, size_t chunk, int local);
 
 /* tcp_msg.c */
 /* Encode h into out and, with checksums on, append the CRCs of the payload

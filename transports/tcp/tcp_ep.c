@@ -32,12 +32,16 @@ static void linger_for_notice(tcp_ep_t *ep, uint64_t deadline_ns);
  * chunk: enough to keep the link busy between two writable events, small
  * enough that a clear-to-send queued behind it leaves within a chunk's
  * time on the wire (the head-of-line bound of tcp.h). */
-void tcp_sock_setup(int fd, const tcp_iface_t *iface, size_t chunk)
+void tcp_sock_setup(int fd, const tcp_iface_t *iface, size_t chunk, int local)
 {
     int lowat = (int)chunk;
 
     coll_sock_tune(fd);
     setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat));
+    /* tcp_iface.c checked that the kernel takes this name */
+    if (local && iface->congestion_local[0])
+        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, iface->congestion_local,
+                   (socklen_t)strlen(iface->congestion_local));
     if (iface->bufsize > 0) {
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &iface->bufsize, sizeof(iface->bufsize));
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &iface->bufsize, sizeof(iface->bufsize));
@@ -204,7 +208,7 @@ static void conn_start_connect(tcp_conn_t *c)
                     coll_error_thread());
         return;
     }
-    tcp_sock_setup(fd, ep->iface, ep->chunk);
+    tcp_sock_setup(fd, ep->iface, ep->chunk, ep->local);
     c->fd = fd;
     c->state = TCP_CONN_CONNECTING;
     if (coll_evloop_add(pr->evloop, &c->src, fd, EPOLLOUT, conn_handler, c) != COLL_OK)
@@ -337,7 +341,7 @@ void tcp_conn_attach(tcp_conn_t *c, int fd, const char *peer_str)
     const coll_tp_params_t *pr = &ep->iface->super.params;
 
     c->fd = fd;
-    tcp_sock_setup(fd, ep->iface, ep->chunk);
+    tcp_sock_setup(fd, ep->iface, ep->chunk, ep->local);
     if (c->idx == 0)
         ep_set_desc(ep, peer_str);
     if (coll_evloop_add(pr->evloop, &c->src, fd, EPOLLIN, conn_handler, c) != COLL_OK) {

@@ -6,9 +6,13 @@
  * an endpoint.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -155,6 +159,42 @@ static coll_status_t read_window(const tcp_iface_t *iface, coll_param_id_t id, s
     return COLL_OK;
 }
 
+/* COLL_TCP_CONGESTION_LOCAL, tried on a socket of our own so that a name
+ * the kernel refuses fails here rather than leaving sockets on the default
+ * unnoticed; the default name, refused (a kernel without it, a sandbox),
+ * is dropped with a note instead. */
+static coll_status_t read_congestion(tcp_iface_t *iface)
+{
+    const char *name = coll_param_raw(COLL_PARAM_TCP_CONGESTION_LOCAL);
+    int rank = iface->super.params.rank;
+    coll_status_t st = COLL_OK;
+    int fd, err = 0;
+
+    if (!name[0])
+        return COLL_OK;
+    if (strlen(name) >= sizeof(iface->congestion_local))
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: "
+                          "COLL_TCP_CONGESTION_LOCAL='%s' is longer than a congestion "
+                          "control's name can be (15)", rank, name);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name)))
+        err = errno;
+    if (fd >= 0)
+        close(fd);
+    if (!err)
+        snprintf(iface->congestion_local, sizeof(iface->congestion_local), "%s", name);
+    else if (coll_param_is_set(COLL_PARAM_TCP_CONGESTION_LOCAL))
+        st = coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: "
+                        "COLL_TCP_CONGESTION_LOCAL='%s': the kernel refuses it (%s); "
+                        "net.ipv4.tcp_allowed_congestion_control lists those a process may "
+                        "choose, an empty value keeps the system's default", rank, name,
+                        strerror(err));
+    else
+        COLL_INFO(COLL_SUBSYS_NET, "rank %d: TCP congestion control %s refused (%s); "
+                  "same-host sockets keep the system's default", rank, name, strerror(err));
+    return st;
+}
+
 /* COLL_TCP_EAGER_LIMIT, COLL_NSOCKS, COLL_TCP_CHUNK, COLL_TCP_EAGER_WINDOW
  * (and their _LOCAL twins), COLL_TCP_EAGER_LIMIT_CROWDED,
  * COLL_SOCKET_BUFSIZE. Eager sizes above what a receiver accepts are
@@ -181,6 +221,7 @@ static coll_status_t read_settings(tcp_iface_t *iface)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "COLL_SOCKET_BUFSIZE=%zu is "
                           "above 1G", bufsize);
     iface->bufsize = (int)bufsize;
+    COLL_CHECK(read_congestion(iface));
     iface->hdr_len = iface->super.params.checksum ? TCP_HDR_MAX : TCP_HDR_BYTES;
     return COLL_OK;
 }
@@ -207,7 +248,7 @@ static coll_status_t tcp_iface_open(const coll_tp_params_t *params, coll_tp_ifac
                     st, err);
     /* accepted sockets inherit the buffer sizes, in time for the window
      * scale their SYN-ACK announces */
-    tcp_sock_setup(iface->listen_fd, iface, iface->chunk);
+    tcp_sock_setup(iface->listen_fd, iface, iface->chunk, 0);
     COLL_CHECK_GOTO(coll_evloop_add_cold(params->evloop, &iface->listen_src, iface->listen_fd,
                                          EPOLLIN, listen_handler, iface),
                     st, err);
