@@ -166,6 +166,7 @@ static coll_status_t read_window(const tcp_iface_t *iface, coll_param_id_t id, s
 static coll_status_t read_congestion(tcp_iface_t *iface)
 {
     const char *name = coll_param_raw(COLL_PARAM_TCP_CONGESTION_LOCAL);
+    const coll_addr_t *addr = iface->super.params.local_addr;
     int rank = iface->super.params.rank;
     coll_status_t st = COLL_OK;
     int fd, err = 0;
@@ -176,7 +177,7 @@ static coll_status_t read_congestion(tcp_iface_t *iface)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: "
                           "COLL_TCP_CONGESTION_LOCAL='%s' is longer than a congestion "
                           "control's name can be (15)", rank, name);
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    fd = socket(addr ? addr->ss.ss_family : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name)))
         err = errno;
     if (fd >= 0)
