@@ -14,6 +14,14 @@
  * carries data from the first step to the last, so chunks would add
  * messages without adding overlap.
  *
+ * Sends ask for one copy (COLL_TP_HINT_ONE_COPY): over shared memory the
+ * receiver reads the block from the sender's memory instead of both
+ * copying it through the ring. The block sent in a step is the one just
+ * received, still in cache. 2 ranks, 1 MiB, µs out / in place, medians
+ * of 12 alternating launches: 94 / 65 -> 83 / 60. Where the two CPUs of
+ * a 2-core VM are far apart (8-byte messages 0.85 instead of 0.22 µs)
+ * the ring's two copies took 138 / 131 against 86 / 60 for one copy.
+ *
  * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize, plus p-1
  * waits for a neighbour (coll_pull_waits). Any p. In place (sendbuf ==
  * recvbuf + r * count) our block is already where it belongs; otherwise
@@ -47,7 +55,8 @@ static void build(coll_sched_t *s)
         own_block(s, a, r, bytes);
     for (int k = 0; k < p - 1; k++) {
         const void *from = k == 0 ? a->sendbuf : coll_recv_block(a, coll_mod(r - k, p));
-        coll_sched_send(s, from, bytes, coll_mod(r + 1, p), (uint32_t)k, COLL_DEPS(got));
+        coll_sched_send_hinted(s, from, bytes, coll_mod(r + 1, p), (uint32_t)k,
+                               COLL_TP_HINT_ONE_COPY, COLL_DEPS(got));
         got = coll_sched_recv(s, coll_recv_block(a, coll_mod(r - k - 1, p)), bytes,
                               coll_mod(r - 1, p), (uint32_t)k, COLL_NODEPS);
         if (k == 0)

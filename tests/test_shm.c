@@ -207,11 +207,12 @@ END_TEST
 
 /* Blocks of 200000 bytes: above the eager limit (128K), below the
  * single-copy threshold (4M), where a plain message goes through the
- * ring. The linear all-to-all marks its sends COLL_TP_HINT_ONE_COPY, so
- * the receivers read them with process_vm_readv; EXCH_REFUSED shows it:
- * with process_vm_readv refused after init, each rank says so once and
- * the data still arrive, through the ring. */
-enum { EXCH_CMA, EXCH_REFUSED, NEXCH };
+ * ring. The linear all-to-all and the ring all-gather mark their sends
+ * COLL_TP_HINT_ONE_COPY, so the receivers read them with
+ * process_vm_readv; the refused cases show it: with process_vm_readv
+ * refused after init, each rank says so once and the data still arrive,
+ * through the ring. Even cases allow it, odd ones refuse it. */
+enum { EXCH_A2A, EXCH_A2A_REFUSED, EXCH_AG, EXCH_AG_REFUSED, NEXCH };
 #define EXCH_COUNT 50000 /* int32 per block */
 
 static uint32_t exch_val(int from, int to, size_t i)
@@ -219,32 +220,50 @@ static uint32_t exch_val(int from, int to, size_t i)
     return (uint32_t)from * 1000003u + (uint32_t)to * 7919u + (uint32_t)i;
 }
 
+/* All-to-all: block j of rank r's output goes to rank j. All-gather: each
+ * rank sends its block for rank 0 (to = 0), in place in the second pass. */
+static int exch_pass(int rank, int nranks, coll_comm_t comm, int allgather, int in_place,
+                     uint32_t *out, uint32_t *in)
+{
+    size_t n = (size_t)nranks * EXCH_COUNT;
+    uint32_t *dst = in_place ? out : in;
+    uint32_t *src = allgather && in_place ? out + (size_t)rank * EXCH_COUNT : out;
+
+    memset(in, 0, n * sizeof(*in));
+    memset(out, 0, n * sizeof(*out));
+    for (int j = 0; j < (allgather ? 1 : nranks); j++)
+        for (size_t i = 0; i < EXCH_COUNT; i++)
+            src[(size_t)j * EXCH_COUNT + i] = exch_val(rank, allgather ? 0 : j, i);
+    if (allgather)
+        RANK_OK(coll_allgather(src, dst, EXCH_COUNT, COLL_INT32, comm));
+    else
+        RANK_OK(coll_alltoall(out, dst, EXCH_COUNT, COLL_INT32, comm));
+    for (int j = 0; j < nranks; j++)
+        for (size_t i = 0; i < EXCH_COUNT; i++) {
+            uint32_t want = exch_val(j, allgather ? 0 : rank, i);
+            RANK_CHECK(dst[(size_t)j * EXCH_COUNT + i] == want,
+                       "%s: block from rank %d, element %zu: %u, expected %u",
+                       in_place ? "in place" : "out of place", j, i,
+                       dst[(size_t)j * EXCH_COUNT + i], want);
+        }
+    return 0;
+}
+
 static int rank_exchange(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
-    int refused = *(int *)arg == EXCH_REFUSED;
+    int c = *(int *)arg, refused = c & 1, allgather = c >= EXCH_AG;
     size_t n = (size_t)nranks * EXCH_COUNT;
     uint32_t *out = malloc(n * sizeof(*out)), *in = malloc(n * sizeof(*in));
 
     shm_only_logged(rank);
-    setenv("COLL_ALGO", "alltoall:linear", 1);
+    setenv("COLL_ALGO", allgather ? "allgather:ring" : "alltoall:linear", 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
     if (refused)
         refuse_cma();
     RANK_CHECK(out && in, "out of memory");
-    for (int ip = 0; ip < 2; ip++) {
-        uint32_t *dst = ip ? out : in;
-        for (int j = 0; j < nranks; j++)
-            for (size_t i = 0; i < EXCH_COUNT; i++)
-                out[(size_t)j * EXCH_COUNT + i] = exch_val(rank, j, i);
-        memset(in, 0, n * sizeof(*in));
-        RANK_OK(coll_alltoall(out, dst, EXCH_COUNT, COLL_INT32, comm));
-        for (int j = 0; j < nranks; j++)
-            for (size_t i = 0; i < EXCH_COUNT; i++)
-                RANK_CHECK(dst[(size_t)j * EXCH_COUNT + i] == exch_val(j, rank, i),
-                           "%s: block from rank %d, element %zu: %u, expected %u",
-                           ip ? "in place" : "out of place", j, i,
-                           dst[(size_t)j * EXCH_COUNT + i], exch_val(j, rank, i));
-    }
+    for (int ip = 0; ip < 2; ip++)
+        if (exch_pass(rank, nranks, comm, allgather, ip, out, in) != 0)
+            return 1;
     free(out);
     free(in);
     RANK_OK(coll_comm_destroy(comm));
@@ -257,13 +276,14 @@ START_TEST(test_exchange_one_copy)
     char cmd[512], out[256];
 
     harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
-    ck_assert_msg(harness_run(4, rank_exchange, &c, 120) == 0, "all-to-all of 200000-byte "
-                  "blocks, %s", c == EXCH_REFUSED ? "process_vm_readv refused" : "allowed");
+    ck_assert_msg(harness_run(4, rank_exchange, &c, 120) == 0, "%s of 200000-byte blocks, %s",
+                  c >= EXCH_AG ? "ring all-gather" : "linear all-to-all",
+                  c & 1 ? "process_vm_readv refused" : "allowed");
     snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c 'is not permitted'", log_dir);
     harness_sh(cmd, out, sizeof(out));
     /* refused: at least one rank tried (each says it once) */
     int lines = atoi(out);
-    ck_assert_msg(c == EXCH_REFUSED ? lines >= 1 && lines <= 4 : lines == 0,
+    ck_assert_msg(c & 1 ? lines >= 1 && lines <= 4 : lines == 0,
                   "%d lines saying process_vm_readv was refused", lines);
     harness_tmpdir_remove(log_dir);
 }
