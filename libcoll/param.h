@@ -134,7 +134,8 @@ typedef enum coll_param_type {
       "Shared-memory transport: messages from this size up to COLL_SHM_CMA_MAX take the " \
       "single-copy path (others are copied into the ring and out); the default, above "  \
       "COLL_SHM_CMA_MAX, leaves that path to the sends that ask for it (the linear "     \
-      "all-to-all and all-gather, scatter from a root with several children)")           \
+      "all-to-all, the linear and ring all-gather, scatter from a root with several "    \
+      "children)")                                                                       \
     X(SHM_CMA_MAX, COLL_PARAM_SIZE, "2M",                                                \
       "Shared-memory transport: received messages above this size go through the ring "  \
       "again, in cache-sized pieces that both sides copy at once (on the 2-core "        \
