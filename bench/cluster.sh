@@ -57,9 +57,10 @@
 #     "CPU-bound", not "slow protocol". Use a low rate (e.g. 1gbit) to be
 #     network-bound.
 #   - intra-host links: with --ranks-per-host K > 1, the ranks of one host
-#     talk TCP to the host's own address, which the kernel routes over lo:
-#     unshaped, lossless, never partitioned (libcoll has no shared memory
-#     transport yet).
+#     share a namespace and so a host identity: libcoll joins them with its
+#     shared-memory transport (-T tcp: TCP to the host's own address, which
+#     the kernel routes over lo), Open MPI with its own; either way
+#     unshaped, lossless, never partitioned.
 #
 # Layout (prefix P = lcc<pid of this script>, so concurrent runs never clash):
 #   ${P}sw         bridge br0 and ports p0..p{N-1}
@@ -694,7 +695,7 @@ if [ -n "$CSV" ] && [ -s "$RUNDIR/host0.csv" ]; then
     echo "# cap payload at ~95.6% (1448 of 1514 bytes per frame)."
     if [ "$RPH" -gt 1 ]; then
         echo "# With $RPH ranks per host, traffic between ranks of one host does not cross"
-        echo "# the link (it goes over lo, unshaped): algorithms with intra-host steps can"
+        echo "# the link (shared memory or lo, unshaped): algorithms with intra-host steps can"
         echo "# exceed 100%; the ring with host-contiguous ranks still crosses each link"
         echo "# once each way."
     fi
