@@ -54,12 +54,14 @@ static const char *path_names[] = {"cross-memory attach up to 2 MiB, then the ri
                                    "ring after process_vm_readv was refused"};
 
 /* Around the eager limit (a quarter ring: 128K with the default 512K
- * ring, 64K with a 256K one), a DATA chunk (a quarter ring less the 32-byte
- * record header, rounded down), the single-copy threshold (512K where
- * PATH_CMA sets it), a ring, and far beyond. */
+ * ring, 64K with a 256K one), the largest DATA piece (a quarter ring less
+ * the 32-byte record header, rounded down), the growing pieces before it
+ * (32K, 64K, then the largest: 229312 + 1 ends in a 1-byte piece), the
+ * single-copy threshold (512K where PATH_CMA sets it), a ring, and far
+ * beyond. */
 static const size_t sizes[] = {0, 1, 7, 63, 64, 65, 4095, 65503, 65504, 65505, 65535, 65536,
                                65537, 131039, 131040, 131041, 131071, 131072, 131073,
-                               262144 + 3, 524287, 524288,
+                               229312 + 1, 262144 + 3, 524287, 524288,
                                524289, 1u << 20, (4u << 20) + 1, 64u << 20};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 

@@ -66,13 +66,16 @@
 /* Piece of a single-copy read that is reduced while in cache (cma_fold):
  * fits in L2 with the local operand's piece beside it. */
 #define SHM_BOUNCE_BYTES (64u << 10)
-/* Payload of a DATA record at most (a rendezvous through the ring): the
- * receiver copies a piece out while the sender copies the next ones in, so
- * the smaller the piece, the sooner both copy at once. 32 KiB instead of a
- * quarter ring (128 KiB by default): 2 ranks, 1 MiB all-reduce 109 -> 94
- * us, 4 MiB 526 -> 416, reduce-scatter of 4 MiB 324 -> 248; no different
- * at 16 and 64 MiB, nor with 4 ranks on 2 CPUs; 16 KiB no better. */
-#define SHM_DATA_BYTES (32u << 10)
+/* First DATA record of a message through the ring; each next one carries
+ * as much as all before it and this, up to a quarter ring (32, 64, 128
+ * KiB, ...): the receiver starts copying out after a small piece, and
+ * the rest crosses in large ones. 2 ranks, 5 alternating launches,
+ * against 128 KiB pieces throughout: all-reduce of 1 MiB 108 / 96 -> 103
+ * / 93 us out / in place, of 4 MiB 426 / 325 -> 406 / 316, broadcast of
+ * 1 MiB 71 -> 68 out of place; all-to-all of 1 MiB level; 64 MiB level.
+ * 32 KiB pieces throughout took 64 MiB out of place 10% slower (14.7 ->
+ * 16.2 ms): each record costs a cache line each way for head and tail. */
+#define SHM_DATA_FIRST (32u << 10)
 /* Smallest and largest ring (COLL_SHM_RING_SIZE is clamped to these). */
 #define SHM_RING_MIN (16u << 10)
 #define SHM_RING_MAX (64u << 20)

@@ -65,7 +65,8 @@ static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
     if (tx->rec.type == SHM_DATA) {
         shm_req_priv_t *priv = shm_priv(req);
         while (priv->data_off < req->len) {
-            size_t len = COLL_MIN(req->len - priv->data_off, ep->max_payload);
+            size_t piece = COLL_MIN(priv->data_off + SHM_DATA_FIRST, ep->max_payload);
+            size_t len = COLL_MIN(req->len - priv->data_off, piece);
             size_t bytes = shm_rec_bytes(len);
             if (!(slot = shm_ring_reserve(&ep->tx, bytes)))
                 return 0;

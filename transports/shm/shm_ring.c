@@ -44,10 +44,9 @@ void shm_rings_attach(shm_ep_t *ep)
     shm_mbox_t *boxes = (shm_mbox_t *)(base + 2 * ring);
     ep->mbox_out = &boxes[out];
     ep->mbox_in = &boxes[!out];
-    /* at least four pieces in flight in the smallest ring; a multiple of
-     * COLL_TP_FOLD_ALIGN: a DATA record never cuts an element */
-    ep->max_payload = (COLL_MIN(ring / 4 - SHM_REC_HDR, (size_t)SHM_DATA_BYTES)) /
-                      COLL_TP_FOLD_ALIGN * COLL_TP_FOLD_ALIGN;
+    /* a record may fill a quarter of the ring: four chunks in flight */
+    /* a multiple of COLL_TP_FOLD_ALIGN: a DATA record never cuts an element */
+    ep->max_payload = (ring / 4 - SHM_REC_HDR) / COLL_TP_FOLD_ALIGN * COLL_TP_FOLD_ALIGN;
 }
 
 /* Room for one record of rec_bytes, contiguous; NULL when the ring is too
