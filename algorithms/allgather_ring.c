@@ -15,12 +15,14 @@
  * messages without adding overlap.
  *
  * Sends ask for one copy (COLL_TP_HINT_ONE_COPY): over shared memory the
- * receiver reads the block from the sender's memory instead of both
- * copying it through the ring. The block sent in a step is the one just
- * received, still in cache. 2 ranks, 1 MiB, µs out / in place, medians
- * of 12 alternating launches: 94 / 65 -> 83 / 60. Where the two CPUs of
- * a 2-core VM are far apart (8-byte messages 0.85 instead of 0.22 µs)
- * the ring's two copies took 138 / 131 against 86 / 60 for one copy.
+ * receiver may read the block from the sender's memory instead of both
+ * copying it through the ring, and does where that has cost less lately
+ * (the shared-memory transport's choose_way). The block sent in a step is
+ * the one just received, still in cache. 2 ranks, 1 MiB, µs out / in
+ * place: where the two CPUs of a 2-core VM are far apart (8-byte messages
+ * 0.85 instead of 0.22 µs) the ring's two copies took 148-154 / 178-184
+ * against 75-81 / 56-60 read; in other phases 56-62 / 48-50 against
+ * 72-84 / 52-56.
  *
  * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize, plus p-1
  * waits for a neighbour (coll_pull_waits). Any p. In place (sendbuf ==

@@ -131,11 +131,17 @@ typedef enum coll_param_type {
       "Shared-memory transport: let receivers copy large messages straight from the "    \
       "sender's buffer (process_vm_readv); 0 copies them through the ring")              \
     X(SHM_CMA_THRESHOLD, COLL_PARAM_SIZE, "4M",                                           \
-      "Shared-memory transport: messages from this size up to COLL_SHM_CMA_MAX take the " \
-      "single-copy path (others are copied into the ring and out); the default, above "  \
+      "Shared-memory transport: messages from this size up to COLL_SHM_CMA_MAX may take " \
+      "the single-copy path (COLL_SHM_CMA_ADAPT chooses, message by message, between it " \
+      "and the ring; smaller ones are copied into the ring and out); the default, above " \
       "COLL_SHM_CMA_MAX, leaves that path to the sends that ask for it (the linear "     \
       "all-to-all, the linear and ring all-gather, scatter from a root with several "    \
       "children)")                                                                       \
+    X(SHM_CMA_ADAPT, COLL_PARAM_BOOL, "1",                                              \
+      "Shared-memory transport: a message the receiver may read from the sender's "     \
+      "buffer (see COLL_SHM_CMA_THRESHOLD) is read, or copied through the ring, by "    \
+      "which of the two cost less CPU time per byte lately between this pair (the "     \
+      "other way is tried again every 32 messages); 0: always read")                    \
     X(SHM_CMA_MAX, COLL_PARAM_SIZE, "2M",                                                \
       "Shared-memory transport: received messages above this size go through the ring "  \
       "again, in cache-sized pieces that both sides copy at once (on the 2-core "        \

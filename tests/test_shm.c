@@ -103,6 +103,8 @@ static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
     coll_request_t reqs[64];
 
     shm_only_logged(rank);
+    /* every message that may be read is read (or, refused, tried) */
+    setenv("COLL_SHM_CMA_ADAPT", "0", 1);
     if (path == PATH_CMA || path == PATH_REFUSED)
         setenv("COLL_SHM_CMA_THRESHOLD", "512K", 1);
     if (path == PATH_RING)
@@ -211,9 +213,11 @@ END_TEST
  * single-copy threshold (4M), where a plain message goes through the
  * ring. The linear all-to-all and the ring all-gather mark their sends
  * COLL_TP_HINT_ONE_COPY, so the receivers read them with
- * process_vm_readv; the refused cases show it: with process_vm_readv
- * refused after init, each rank says so once and the data still arrive,
- * through the ring. Even cases allow it, odd ones refuse it. */
+ * process_vm_readv (COLL_SHM_CMA_ADAPT=0: always, where the receiver
+ * could also ask for them through the ring); the refused cases show it:
+ * with process_vm_readv refused after init, each rank says so once and
+ * the data still arrive, through the ring. Even cases allow it, odd ones
+ * refuse it. */
 enum { EXCH_A2A, EXCH_A2A_REFUSED, EXCH_AG, EXCH_AG_REFUSED, NEXCH };
 #define EXCH_COUNT 50000 /* int32 per block */
 
@@ -259,6 +263,7 @@ static int rank_exchange(int rank, int nranks, const coll_unique_id_t *id, void 
 
     shm_only_logged(rank);
     setenv("COLL_ALGO", allgather ? "allgather:ring" : "alltoall:linear", 1);
+    setenv("COLL_SHM_CMA_ADAPT", "0", 1); /* every block is read (or tried) */
     coll_comm_t comm = harness_init(rank, nranks, id);
     if (refused)
         refuse_cma();
@@ -291,6 +296,63 @@ START_TEST(test_exchange_one_copy)
 }
 END_TEST
 
+/* ---- read or through the ring, by what each costs ----------------------------- */
+
+/* 64 ring all-gathers of 200000-byte blocks on 2 ranks, which the
+ * receiver may read (the ring all-gather's sends ask for one copy). With
+ * COLL_SHM_CMA_ADAPT=1 (case 0) the first message is read and the second
+ * goes through the ring, neither way having been timed; after that the
+ * cheaper way, and the other again every 32 messages. With 0 (case 1)
+ * every one is read. Each rank's log says how many came which way. */
+#define WAY_CALLS 64
+
+static int rank_ways(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    size_t n = (size_t)nranks * EXCH_COUNT;
+    uint32_t *out = malloc(n * sizeof(*out)), *in = malloc(n * sizeof(*in));
+
+    shm_only_logged(rank);
+    setenv("COLL_ALGO", "allgather:ring", 1);
+    setenv("COLL_SHM_CMA_ADAPT", *(int *)arg ? "0" : "1", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK(out && in, "out of memory");
+    for (int k = 0; k < WAY_CALLS; k++)
+        if (exch_pass(rank, nranks, comm, 1, k & 1, out, in) != 0)
+            return 1;
+    free(out);
+    free(in);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_read_or_ring)
+{
+    int fixed = _i;
+    char cmd[512], out[256];
+
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_msg(harness_run(2, rank_ways, &fixed, 120) == 0, "%d all-gathers, %s", WAY_CALLS,
+                  fixed ? "always read" : "read or through the ring");
+    for (int r = 0; r < 2; r++) {
+        unsigned long nread = 0, nring = 0;
+        snprintf(cmd, sizeof(cmd), "grep -o '[0-9]* were read and [0-9]* came through the "
+                 "ring' %s/rank%d.log", log_dir, r);
+        harness_sh(cmd, out, sizeof(out));
+        ck_assert_msg(sscanf(out, "%lu were read and %lu", &nread, &nring) == 2,
+                      "rank %d logged no count of the ways (logs in %s)", r, log_dir);
+        ck_assert_msg(nread + nring == WAY_CALLS, "rank %d: %lu read + %lu through the ring, "
+                      "expected %d messages", r, nread, nring, WAY_CALLS);
+        if (fixed)
+            ck_assert_msg(nring == 0, "rank %d: %lu through the ring with COLL_SHM_CMA_ADAPT=0",
+                          r, nring);
+        else
+            ck_assert_msg(nread >= 1 && nring >= 1, "rank %d: %lu read, %lu through the ring: "
+                          "a way was never tried", r, nread, nring);
+    }
+    harness_tmpdir_remove(log_dir);
+}
+END_TEST
+
 /* ---- a rank killed mid-transfer ------------------------------------------------- */
 
 /* How the 64 MiB messages of a killed stream travel. KILL_CMA_ALL: read
@@ -303,8 +365,10 @@ static int rank_stream(int rank, int nranks, const coll_unique_id_t *id, void *a
     setenv("COLL_TRANSPORTS", "shm", 1);
     if (*(int *)arg == KILL_RING)
         setenv("COLL_SHM_CMA", "0", 1);
-    if (*(int *)arg == KILL_CMA_ALL)
+    if (*(int *)arg == KILL_CMA_ALL) {
         setenv("COLL_SHM_CMA_MAX", "0", 1);
+        setenv("COLL_SHM_CMA_ADAPT", "0", 1);
+    }
     coll_comm_t comm = harness_init(rank, nranks, id);
     harness_stream_ring(comm, rank, nranks, 64u << 20);
     coll_comm_abort(comm);
@@ -558,6 +622,7 @@ static int rank_fold(int rank, int nranks, const coll_unique_id_t *id, void *arg
     setenv("COLL_PIPELINE_CHUNK", fc->chunk, 1);
     setenv("COLL_SHM_CMA_THRESHOLD", fc->cma_threshold, 1);
     setenv("COLL_RECV_REDUCE", fc->fold, 1);
+    setenv("COLL_SHM_CMA_ADAPT", "0", 1); /* the single-copy cases read every piece */
     coll_comm_t comm = harness_init(rank, nranks, id);
     for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
         int dt = kinds[k].dt;
@@ -1002,6 +1067,7 @@ static Suite *shm_suite(void)
     tcase_set_timeout(tc, 150);
     tcase_add_loop_test(tc, test_p2p_paths, 0, NPATHS);
     tcase_add_loop_test(tc, test_exchange_one_copy, 0, NEXCH);
+    tcase_add_loop_test(tc, test_read_or_ring, 0, 2); /* adapt, always read */
     tcase_add_loop_test(tc, test_parked, 0, NPARK);
     suite_add_tcase(s, tc);
 

@@ -58,7 +58,9 @@ enum coll_mem_kind {
  * sizes where the transport would otherwise copy through buffers of its
  * own. For exchange steps in which every rank sends and receives at once:
  * there a second copy doubles each core's work instead of overlapping it
- * (shared memory, 4-rank all-to-all of 1 MiB: 79 -> 67 us). */
+ * (shared memory, 4-rank all-to-all of 1 MiB: 79 -> 67 us). The receiver
+ * may still ask for the copies where they have cost less lately (shm:
+ * choose_way). */
 #define COLL_TP_HINT_ONE_COPY 1u
 
 /* Wire ids of transports, used to label address blobs in the bootstrap. */

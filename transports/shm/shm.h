@@ -76,6 +76,17 @@
  * 32 KiB pieces throughout took 64 MiB out of place 10% slower (14.7 ->
  * 16.2 ms): each record costs a cache line each way for head and tail. */
 #define SHM_DATA_FIRST (32u << 10)
+/* A message the receiver may read from the sender's memory (an RTS with
+ * an address, up to COLL_SHM_CMA_MAX) is read, or asked for through the
+ * ring, by which costs less CPU time per byte lately (COLL_SHM_CMA_ADAPT;
+ * shm_msg.c, choose_way): one read, or the sender's copy into the ring
+ * and ours out of it. Which is cheaper changes with where the two CPUs
+ * are. The way not taken is tried again after this many messages. */
+#define SHM_WAY_RETRY 32
+enum { SHM_WAY_READ, SHM_WAY_RING, SHM_NWAYS };
+/* Copies timed per endpoint for that choice (ns per byte, moving averages) */
+enum { SHM_COPY_IN, SHM_COPY_OUT, SHM_COPY_READ, SHM_NCOPIES };
+
 /* Smallest and largest ring (COLL_SHM_RING_SIZE is clamped to these). */
 #define SHM_RING_MIN (16u << 10)
 #define SHM_RING_MAX (64u << 20)
@@ -280,6 +291,11 @@ typedef struct shm_ep {
     int reads_due;            /* rndv_reads is not empty (the idle hook's view) */
     uint32_t next_send_id;
     uint32_t next_recv_id;
+    /* choose_way: ns per byte of each copy (0: not timed yet), messages
+     * since each way was last taken, messages taken each way */
+    double copy_ns_per_byte[SHM_NCOPIES];
+    uint32_t way_since[SHM_NWAYS];
+    uint64_t way_taken[SHM_NWAYS];
 } shm_ep_t;
 
 struct shm_iface {
@@ -294,6 +310,7 @@ struct shm_iface {
     size_t cma_max;           /* COLL_SHM_CMA_MAX; SIZE_MAX: none */
     uint8_t *bounce;          /* SHM_BOUNCE_BYTES for cma_fold, allocated on first use */
     int cma;                  /* we may read peers' memory */
+    int cma_adapt;            /* COLL_SHM_CMA_ADAPT */
     int membarrier;           /* registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED */
     int hook_set;
     int ntx_blocked;          /* endpoints whose records wait for room */

@@ -309,10 +309,28 @@ coll_status_t shm_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *rea
     return COLL_OK;
 }
 
+/* How the messages we could have read from the peer's memory came
+ * (choose_way in shm_msg.c), with the copy costs that chose. */
+static void log_ways(const shm_ep_t *ep)
+{
+    const uint64_t *n = ep->way_taken;
+    const double *c = ep->copy_ns_per_byte;
+
+    if (n[SHM_WAY_READ] + n[SHM_WAY_RING] == 0)
+        return;
+    COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: of the messages from %s that we could read from "
+              "its memory, %llu were read and %llu came through the ring (lately ns/KiB: read "
+              "%.0f, copy into the ring %.0f, out of it %.0f)", ep->iface->super.params.rank,
+              ep->super.desc, (unsigned long long)n[SHM_WAY_READ],
+              (unsigned long long)n[SHM_WAY_RING], c[SHM_COPY_READ] * 1024,
+              c[SHM_COPY_IN] * 1024, c[SHM_COPY_OUT] * 1024);
+}
+
 coll_status_t shm_ep_destroy(coll_tp_ep_t *tep)
 {
     shm_ep_t *ep = (shm_ep_t *)tep;
 
+    log_ways(ep);
     if (ep->state != SHM_EP_CLOSED)
         shm_ep_close(tep, COLL_ERR_ABORTED, NULL);
     while (!coll_list_empty(&ep->txq)) {

@@ -158,6 +158,7 @@ static coll_status_t read_params(shm_iface_t *iface)
     if (iface->cma_max == 0)
         iface->cma_max = SIZE_MAX;
     COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_CMA, &cma));
+    COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_CMA_ADAPT, &iface->cma_adapt));
     ring = COLL_MAX(COLL_MIN(ring, (size_t)SHM_RING_MAX), (size_t)SHM_RING_MIN);
     while (ring & (ring - 1)) /* round down to a power of two */
         ring &= ring - 1;
