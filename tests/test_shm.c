@@ -300,10 +300,10 @@ END_TEST
 
 /* 64 ring all-gathers of 200000-byte blocks on 2 ranks, which the
  * receiver may read (the ring all-gather's sends ask for one copy). With
- * COLL_SHM_CMA_ADAPT=1 (case 0) the first message is read and the second
- * goes through the ring, neither way having been timed; after that the
- * cheaper way, and the other again every 32 messages. With 0 (case 1)
- * every one is read. Each rank's log says how many came which way. */
+ * COLL_SHM_CMA_ADAPT=1 (case 0) the first message is read (no read timed
+ * yet), then each goes the cheaper way and the other way at least every
+ * 32 messages, so both are taken. With 0 (case 1) every one is read.
+ * Each rank's log says how many came which way. */
 #define WAY_CALLS 64
 
 static int rank_ways(int rank, int nranks, const coll_unique_id_t *id, void *arg)
