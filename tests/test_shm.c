@@ -815,6 +815,7 @@ START_TEST(test_inline)
     harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
     ck_assert_msg(harness_run(2 + _i * 2, rank_inline, NULL, 60) == 0,
                   "inline mailbox steps on %d ranks (logs in %s)", 2 + _i * 2, log_dir);
+    harness_tmpdir_remove(log_dir); /* kept above when the run fails */
 }
 END_TEST
 
