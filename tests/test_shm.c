@@ -255,26 +255,37 @@ static int exch_pass(int rank, int nranks, coll_comm_t comm, int allgather, int 
     return 0;
 }
 
-static int rank_exchange(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+/* `calls` exchanges (ring all-gather or linear all-to-all), out of place
+ * and in place by turns, logged; COLL_SHM_CMA_ADAPT = adapt;
+ * process_vm_readv refused after init where `refused`. */
+static int exch_calls(int rank, int nranks, const coll_unique_id_t *id, int allgather,
+                      const char *adapt, int refused, int calls)
 {
-    int c = *(int *)arg, refused = c & 1, allgather = c >= EXCH_AG;
     size_t n = (size_t)nranks * EXCH_COUNT;
     uint32_t *out = malloc(n * sizeof(*out)), *in = malloc(n * sizeof(*in));
 
     shm_only_logged(rank);
     setenv("COLL_ALGO", allgather ? "allgather:ring" : "alltoall:linear", 1);
-    setenv("COLL_SHM_CMA_ADAPT", "0", 1); /* every block is read (or tried) */
+    setenv("COLL_SHM_CMA_ADAPT", adapt, 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
     if (refused)
         refuse_cma();
     RANK_CHECK(out && in, "out of memory");
-    for (int ip = 0; ip < 2; ip++)
-        if (exch_pass(rank, nranks, comm, allgather, ip, out, in) != 0)
+    for (int k = 0; k < calls; k++)
+        if (exch_pass(rank, nranks, comm, allgather, k & 1, out, in) != 0)
             return 1;
     free(out);
     free(in);
     RANK_OK(coll_comm_destroy(comm));
     return 0;
+}
+
+static int rank_exchange(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int c = *(int *)arg;
+
+    /* every block is read (or tried) */
+    return exch_calls(rank, nranks, id, c >= EXCH_AG, "0", c & 1, 2);
 }
 
 START_TEST(test_exchange_one_copy)
@@ -308,21 +319,7 @@ END_TEST
 
 static int rank_ways(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
-    size_t n = (size_t)nranks * EXCH_COUNT;
-    uint32_t *out = malloc(n * sizeof(*out)), *in = malloc(n * sizeof(*in));
-
-    shm_only_logged(rank);
-    setenv("COLL_ALGO", "allgather:ring", 1);
-    setenv("COLL_SHM_CMA_ADAPT", *(int *)arg ? "0" : "1", 1);
-    coll_comm_t comm = harness_init(rank, nranks, id);
-    RANK_CHECK(out && in, "out of memory");
-    for (int k = 0; k < WAY_CALLS; k++)
-        if (exch_pass(rank, nranks, comm, 1, k & 1, out, in) != 0)
-            return 1;
-    free(out);
-    free(in);
-    RANK_OK(coll_comm_destroy(comm));
-    return 0;
+    return exch_calls(rank, nranks, id, 1, *(int *)arg ? "0" : "1", 0, WAY_CALLS);
 }
 
 START_TEST(test_read_or_ring)

@@ -55,17 +55,25 @@ void shm_set_tx_blocked(shm_ep_t *ep, int blocked, int progress)
     __atomic_store_n(&ep->tx_blocked, blocked, __ATOMIC_RELAXED);
 }
 
-/* Fold one timed copy of len bytes, started at t0, into the endpoint's
- * average for that copy. The noise of such samples is mostly upward (the
- * rank preempted), so a lower sample is taken as it is, and a higher one
- * moves the average a quarter of the way, counting at most twice it: one
- * slow copy does not turn the choice, a slower phase of the machine does
- * after a few. */
+/* When a copy that choose_way weighs starts; 0 (not timed) where no choice
+ * is made, or for a copy that reduces as it goes (its time is the
+ * reduction's too). */
+static uint64_t copy_start(const shm_ep_t *ep, const coll_tp_req_t *req)
+{
+    return ep->iface->cma && ep->iface->cma_adapt && !req->fold ? coll_time_ns() : 0;
+}
+
+/* Fold one copy of len bytes, started at t0 (copy_start), into the
+ * endpoint's average for that copy. The noise of such samples is mostly
+ * upward (the rank preempted), so a lower sample is taken as it is, and a
+ * higher one moves the average a quarter of the way, counting at most
+ * twice it: one slow copy does not turn the choice, a slower phase of the
+ * machine does after a few. */
 static void copy_timed(shm_ep_t *ep, int copy, uint64_t t0, size_t len)
 {
     double *avg = &ep->copy_ns_per_byte[copy], x;
 
-    if (len == 0)
+    if (t0 == 0 || len == 0)
         return;
     x = (double)(coll_time_ns() - t0) / (double)len;
     if (*avg > 0 && x > *avg)
@@ -91,7 +99,7 @@ static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
             shm_rec_t h = {.type = SHM_DATA, .len = (uint32_t)len, .id = priv->peer_id,
                            .tag = req->tag, .aux = priv->data_off};
             memcpy(slot, &h, sizeof(h));
-            uint64_t t0 = coll_time_ns();
+            uint64_t t0 = copy_start(ep, req);
             memcpy(slot + SHM_REC_HDR, (const uint8_t *)req->buf + priv->data_off, len);
             copy_timed(ep, SHM_COPY_IN, t0, len);
             rec_commit(ep, slot, bytes);
@@ -291,23 +299,28 @@ static int ring_has_bye(shm_ep_t *ep)
  * arrived at 10.4 GB/s against 9.9 through the ring, yet the calls took
  * 147 / 105 us out of / in place against 119 / 84. A way never timed
  * goes first (reading before the ring). */
+static int cheaper_way(const double *c)
+{
+    double ring = (c[SHM_COPY_IN] > 0 ? c[SHM_COPY_IN] : c[SHM_COPY_OUT]) + c[SHM_COPY_OUT];
+
+    if (c[SHM_COPY_READ] == 0)
+        return SHM_WAY_READ;
+    if (c[SHM_COPY_OUT] == 0)
+        return SHM_WAY_RING;
+    return ring < c[SHM_COPY_READ] ? SHM_WAY_RING : SHM_WAY_READ;
+}
+
+/* cheaper_way's answer, or the other way once it has gone untaken for
+ * SHM_WAY_RETRY messages; with COLL_SHM_CMA_ADAPT=0 always the read. */
 static int choose_way(shm_ep_t *ep)
 {
-    const double *c = ep->copy_ns_per_byte;
-    double ring = (c[SHM_COPY_IN] > 0 ? c[SHM_COPY_IN] : c[SHM_COPY_OUT]) + c[SHM_COPY_OUT];
-    int way, other;
+    int way = SHM_WAY_READ;
 
-    if (!ep->iface->cma_adapt)
-        way = SHM_WAY_READ;
-    else if (c[SHM_COPY_READ] == 0)
-        way = SHM_WAY_READ;
-    else if (c[SHM_COPY_OUT] == 0)
-        way = SHM_WAY_RING;
-    else
-        way = ring < c[SHM_COPY_READ] ? SHM_WAY_RING : SHM_WAY_READ;
-    other = !way;
-    if (ep->iface->cma_adapt && ep->way_since[other] >= SHM_WAY_RETRY)
-        way = other;
+    if (ep->iface->cma_adapt) {
+        way = cheaper_way(ep->copy_ns_per_byte);
+        if (ep->way_since[!way] >= SHM_WAY_RETRY)
+            way = !way;
+    }
     ep->way_since[way] = 0;
     ep->way_since[!way]++;
     ep->way_taken[way]++;
@@ -338,10 +351,10 @@ static void read_now(shm_ep_t *ep, coll_tp_req_t *req)
         return;
     }
     __atomic_store_n(reading, 1, __ATOMIC_RELAXED);
-    uint64_t t0 = coll_time_ns();
+    uint64_t t0 = copy_start(ep, req);
     err = req->fold ? cma_fold(ep, req, priv->addr, msg_len)
                     : cma_read(ep, req->buf, priv->addr, msg_len);
-    if (!err && !req->fold) /* a fold's time is the reduction's too */
+    if (!err)
         copy_timed(ep, SHM_COPY_READ, t0, msg_len);
     __atomic_store_n(reading, 0, __ATOMIC_RELAXED);
     /* A sender that leaves fails its large sends nobody answered, then
@@ -505,10 +518,9 @@ static void on_data(shm_ep_t *ep, const shm_rec_t *h, const uint8_t *payload)
                     (unsigned long long)h->aux, h->len);
         return;
     }
-    uint64_t t0 = coll_time_ns();
+    uint64_t t0 = copy_start(ep, req);
     coll_tp_deliver(req, h->aux, payload, h->len);
-    if (!req->fold) /* a fold's time is the reduction's too */
-        copy_timed(ep, SHM_COPY_OUT, t0, h->len);
+    copy_timed(ep, SHM_COPY_OUT, t0, h->len);
     req->bytes_done += h->len;
     if (req->bytes_done >= req->len) {
         coll_list_del(&req->link);
