@@ -311,40 +311,53 @@ END_TEST
 
 /* 64 ring all-gathers of 200000-byte blocks on 2 ranks, which the
  * receiver may read (the ring all-gather's sends ask for one copy). With
- * COLL_SHM_CMA_ADAPT=1 (case 0) the first message is read (no read timed
- * yet), then each goes the cheaper way and the other way at least every
- * 32 messages, so both are taken. With 0 (case 1) every one is read.
- * Each rank's log says how many came which way. */
+ * COLL_SHM_CMA_ADAPT=1 (WAYS_ADAPT) rank 0's first message is read (no
+ * read timed yet), then each goes the cheaper way and the other way at
+ * least every 32 messages, so both are taken; rank 1 takes the way rank
+ * 0 took last, which it has seen for all but its first message or two.
+ * With 0 (WAYS_READ) every one is read. With 0 on rank 0 only
+ * (WAYS_LEAD_READS) rank 1 reads too, where by its own costs it would
+ * try the ring at least every 32 messages. Each rank's log says how many
+ * came which way. */
 #define WAY_CALLS 64
+enum { WAYS_ADAPT, WAYS_READ, WAYS_LEAD_READS, NWAYS_CASES };
 
 static int rank_ways(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
-    return exch_calls(rank, nranks, id, 1, *(int *)arg ? "0" : "1", 0, WAY_CALLS);
+    int c = *(int *)arg;
+    const char *adapt = c == WAYS_READ || (c == WAYS_LEAD_READS && rank == 0) ? "0" : "1";
+
+    return exch_calls(rank, nranks, id, 1, adapt, 0, WAY_CALLS);
 }
 
 START_TEST(test_read_or_ring)
 {
-    int fixed = _i;
+    static const char *what[] = {"read or through the ring", "always read",
+                                 "rank 0 always reads"};
+    int c = _i;
     char cmd[512], out[256];
 
     harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
-    ck_assert_msg(harness_run(2, rank_ways, &fixed, 120) == 0, "%d all-gathers, %s", WAY_CALLS,
-                  fixed ? "always read" : "read or through the ring");
+    ck_assert_msg(harness_run(2, rank_ways, &c, 120) == 0, "%d all-gathers, %s", WAY_CALLS,
+                  what[c]);
     for (int r = 0; r < 2; r++) {
-        unsigned long nread = 0, nring = 0;
+        unsigned long nread = 0, nring = 0, nled = 0;
         snprintf(cmd, sizeof(cmd), "grep -o '[0-9]* were read and [0-9]* came through the "
-                 "ring' %s/rank%d.log", log_dir, r);
+                 "ring, [0-9]*' %s/rank%d.log", log_dir, r);
         harness_sh(cmd, out, sizeof(out));
-        ck_assert_msg(sscanf(out, "%lu were read and %lu", &nread, &nring) == 2,
+        ck_assert_msg(sscanf(out, "%lu were read and %lu came through the ring, %lu", &nread,
+                             &nring, &nled) == 3,
                       "rank %d logged no count of the ways (logs in %s)", r, log_dir);
         ck_assert_msg(nread + nring == WAY_CALLS, "rank %d: %lu read + %lu through the ring, "
                       "expected %d messages", r, nread, nring, WAY_CALLS);
-        if (fixed)
-            ck_assert_msg(nring == 0, "rank %d: %lu through the ring with COLL_SHM_CMA_ADAPT=0",
-                          r, nring);
+        if (c == WAYS_READ || c == WAYS_LEAD_READS)
+            ck_assert_msg(nring == 0, "rank %d: %lu through the ring (%s)", r, nring, what[c]);
+        else if (r == 0)
+            ck_assert_msg(nread >= 1 && nring >= 1, "rank 0: %lu read, %lu through the ring: "
+                          "a way was never tried", nread, nring);
         else
-            ck_assert_msg(nread >= 1 && nring >= 1, "rank %d: %lu read, %lu through the ring: "
-                          "a way was never tried", r, nread, nring);
+            ck_assert_msg(nled >= WAY_CALLS - 2, "rank 1 took rank 0's last way for %lu of %d "
+                          "messages", nled, WAY_CALLS);
     }
     harness_tmpdir_remove(log_dir);
 }
@@ -1065,7 +1078,7 @@ static Suite *shm_suite(void)
     tcase_set_timeout(tc, 150);
     tcase_add_loop_test(tc, test_p2p_paths, 0, NPATHS);
     tcase_add_loop_test(tc, test_exchange_one_copy, 0, NEXCH);
-    tcase_add_loop_test(tc, test_read_or_ring, 0, 2); /* adapt, always read */
+    tcase_add_loop_test(tc, test_read_or_ring, 0, NWAYS_CASES);
     tcase_add_loop_test(tc, test_parked, 0, NPARK);
     suite_add_tcase(s, tc);
 

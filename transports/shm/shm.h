@@ -59,7 +59,7 @@
 #include "util/match.h"
 
 #define SHM_MAGIC 0x316d68736c6c6f63ull /* "collshm1" */
-#define SHM_VERSION 5 /* 5: stuck_since in the ring's control block */
+#define SHM_VERSION 6 /* 6: lead_way in the segment header */
 #define SHM_LINE 64
 #define SHM_REC_HDR 32
 #define SHM_ABORT_TEXT 512
@@ -151,6 +151,9 @@ typedef struct shm_seg_hdr {
     struct {
         _Alignas(SHM_LINE) uint32_t v; /* side: reading the other side's memory now */
     } reading[2];
+    /* lower rank: (choices << 1) | the way (SHM_WAY_*) it took last for a
+     * message it could read (shm_msg.c, choose_way); 0: none yet */
+    _Alignas(SHM_LINE) uint32_t lead_way;
     shm_ring_ctl_t ctl[2];
 } shm_seg_hdr_t;
 
@@ -292,10 +295,16 @@ typedef struct shm_ep {
     uint32_t next_send_id;
     uint32_t next_recv_id;
     /* choose_way: ns per byte of each copy (0: not timed yet), messages
-     * since each way was last taken, messages taken each way */
+     * since each way was last taken, messages taken each way (and of
+     * them, as the lower rank took its last) */
     double copy_ns_per_byte[SHM_NCOPIES];
     uint32_t way_since[SHM_NWAYS];
     uint64_t way_taken[SHM_NWAYS];
+    uint64_t way_followed;
+    /* higher rank: seg->lead_way at our last choice, and our choices since
+     * it last changed (lead_way in shm_msg.c) */
+    uint32_t lead_seen, lead_idle;
+    uint32_t lead_choices;    /* lower rank: choices published in seg->lead_way */
 } shm_ep_t;
 
 struct shm_iface {
