@@ -177,10 +177,18 @@ static void tx_send(shm_ep_t *ep, shm_tx_t *tx)
         shm_tx_flush(ep);
 }
 
-/* A record that belongs to no request (CTS, FIN, BYE). */
+/* A record that belongs to no request (CTS, FIN, BYE). A CTS or FIN
+ * answers one of the peer's sends and is ordered with none of ours, so
+ * it goes ahead of what waits in the queue: a CTS that waited behind our
+ * own message's data held the peer's message until ours had crossed, and
+ * the two directions of an exchange took turns (2 ranks, 512 KiB each
+ * way: 53 us an exchange, each direction's copies one after the other).
+ * A BYE stays behind everything. */
 coll_status_t shm_tx_control(shm_ep_t *ep, const shm_rec_t *rec)
 {
-    if (ep->state == SHM_EP_READY && coll_list_empty(&ep->txq)) {
+    int first = rec->type != SHM_BYE;
+
+    if (ep->state == SHM_EP_READY && (first || coll_list_empty(&ep->txq))) {
         void *slot = shm_ring_reserve(&ep->tx, shm_rec_bytes(0));
         if (slot) {
             memcpy(slot, rec, sizeof(*rec));
@@ -197,7 +205,14 @@ coll_status_t shm_tx_control(shm_ep_t *ep, const shm_rec_t *rec)
     }
     tx->rec = *rec;
     tx->heap = 1;
-    tx_send(ep, tx);
+    if (!first) {
+        tx_send(ep, tx);
+        return COLL_OK;
+    }
+    coll_list_insert_after(&ep->txq, &tx->link);
+    shm_set_tx_blocked(ep, 1, 0);
+    if (ep->state == SHM_EP_READY && !ep->in_rx)
+        shm_tx_flush(ep);
     return COLL_OK;
 }
 
