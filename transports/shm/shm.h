@@ -296,7 +296,7 @@ typedef struct shm_ep {
     uint32_t next_recv_id;
     /* choose_way: ns per byte of each copy (0: not timed yet), messages
      * since each way was last taken, messages taken each way (and of
-     * them, as the lower rank took its last) */
+     * them, the way the lower rank took last) */
     double copy_ns_per_byte[SHM_NCOPIES];
     uint32_t way_since[SHM_NWAYS];
     uint64_t way_taken[SHM_NWAYS];

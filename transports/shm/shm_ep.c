@@ -319,8 +319,8 @@ static void log_ways(const shm_ep_t *ep)
     if (n[SHM_WAY_READ] + n[SHM_WAY_RING] == 0)
         return;
     COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: of the messages from %s that we could read from "
-              "its memory, %llu were read and %llu came through the ring, %llu of them as it "
-              "took its last (lately ns/KiB: read %.0f, copy into the ring %.0f, out of it "
+              "its memory, %llu were read and %llu came through the ring, %llu of them the way "
+              "it took last (lately ns/KiB: read %.0f, copy into the ring %.0f, out of it "
               "%.0f)", ep->iface->super.params.rank, ep->super.desc,
               (unsigned long long)n[SHM_WAY_READ], (unsigned long long)n[SHM_WAY_RING],
               (unsigned long long)ep->way_followed, c[SHM_COPY_READ] * 1024,

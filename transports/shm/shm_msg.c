@@ -332,7 +332,7 @@ static int cheaper_way(const double *c)
  * ranks of an exchange settled apart in 2 of 10 launches, and then the
  * one that reads makes both its copies (into the ring, and the read)
  * while the other makes one. 2 ranks, all-gather of 1 MiB: 126 / 86 and
- * 106 / 101 us out / in place in those, 62-80 / 50-58 where they agreed. */
+ * 106 / 101 us out / in place in those, 62-93 / 49-62 where they agreed. */
 static int lead_way(shm_ep_t *ep)
 {
     uint32_t v = __atomic_load_n(&ep->seg->lead_way, __ATOMIC_RELAXED);
