@@ -163,6 +163,18 @@ void shm_tx_flush(shm_ep_t *ep)
         shm_maybe_wake(ep);
 }
 
+/* Queue an item, ahead of the others or behind them, and write what fits. */
+static void tx_queue(shm_ep_t *ep, shm_tx_t *tx, int first)
+{
+    if (first)
+        coll_list_insert_after(&ep->txq, &tx->link);
+    else
+        coll_list_push_back(&ep->txq, &tx->link);
+    shm_set_tx_blocked(ep, 1, 0);
+    if (ep->state == SHM_EP_READY && !ep->in_rx)
+        shm_tx_flush(ep);
+}
+
 /* Queue an item behind the others, or write it now if none waits. */
 static void tx_send(shm_ep_t *ep, shm_tx_t *tx)
 {
@@ -171,10 +183,7 @@ static void tx_send(shm_ep_t *ep, shm_tx_t *tx)
         shm_maybe_wake(ep);
         return;
     }
-    coll_list_push_back(&ep->txq, &tx->link);
-    shm_set_tx_blocked(ep, 1, 0);
-    if (ep->state == SHM_EP_READY && !ep->in_rx)
-        shm_tx_flush(ep);
+    tx_queue(ep, tx, 0);
 }
 
 /* A record that belongs to no request (CTS, FIN, BYE). A CTS or FIN
@@ -205,14 +214,7 @@ coll_status_t shm_tx_control(shm_ep_t *ep, const shm_rec_t *rec)
     }
     tx->rec = *rec;
     tx->heap = 1;
-    if (!first) {
-        tx_send(ep, tx);
-        return COLL_OK;
-    }
-    coll_list_insert_after(&ep->txq, &tx->link);
-    shm_set_tx_blocked(ep, 1, 0);
-    if (ep->state == SHM_EP_READY && !ep->in_rx)
-        shm_tx_flush(ep);
+    tx_queue(ep, tx, first); /* it did not fit just now */
     return COLL_OK;
 }
 
