@@ -109,6 +109,15 @@ coll_status_t coll_evloop_add_cold(coll_evloop_t *ev, coll_ev_source_t *src, int
     return add_source(ev, src, fd, events, handler, arg, 1);
 }
 
+void coll_evloop_set_cold(coll_evloop_t *ev, coll_ev_source_t *src, int cold)
+{
+    cold = !!cold;
+    if (src->fd < 0 || src->cold == cold)
+        return;
+    src->cold = cold;
+    ev->nhot += cold ? -1 : 1;
+}
+
 coll_status_t coll_evloop_mod(coll_evloop_t *ev, coll_ev_source_t *src, uint32_t events)
 {
     struct epoll_event e = {.events = events, .data.ptr = src};

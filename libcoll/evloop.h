@@ -41,6 +41,11 @@ coll_status_t coll_evloop_add(coll_evloop_t *ev, coll_ev_source_t *src, int fd,
 #define COLL_EVLOOP_COLD_NS 20000
 coll_status_t coll_evloop_add_cold(coll_evloop_t *ev, coll_ev_source_t *src, int fd,
                                    uint32_t events, coll_ev_handler_t handler, void *arg);
+/* Make a registered source cold or hot again: a transport that reads a
+ * socket itself on every turn of the wait loop (tcp's direct polling)
+ * makes it cold, so that no epoll_wait stands between the data's arrival
+ * and the read that takes it. */
+void coll_evloop_set_cold(coll_evloop_t *ev, coll_ev_source_t *src, int cold);
 /* Change the events of a registered source; no-op when unchanged. */
 coll_status_t coll_evloop_mod(coll_evloop_t *ev, coll_ev_source_t *src, uint32_t events);
 void coll_evloop_del(coll_evloop_t *ev, coll_ev_source_t *src);

@@ -91,6 +91,12 @@ typedef enum coll_param_type {
       "host, whose traffic never leaves the kernel and cannot congest a link: reno "     \
       "costs the least per packet (bbr, a common default, paces every packet). Empty: " \
       "the system's default (net.ipv4.tcp_congestion_control), as for other peers")      \
+    X(TCP_POLL_DIRECT, COLL_PARAM_INT, "2",                                              \
+      "Where a communicator has at most this many TCP sockets and its ranks have a CPU "  \
+      "each, its wait loop reads each socket on every turn instead of asking epoll "      \
+      "which is ready: a read that finds nothing costs what epoll_wait costs, and data "  \
+      "is taken one system call sooner. With more sockets, or ranks sharing CPUs, one "   \
+      "epoll_wait per turn is cheaper. 0: always epoll (0..16)")                          \
     X(SOCKET_BUFSIZE, COLL_PARAM_SIZE, "0",                                              \
       "SO_SNDBUF and SO_RCVBUF of TCP data sockets; 0 keeps the kernel's autotuning "    \
       "(which grows to net.ipv4.tcp_wmem/tcp_rmem)")                                     \

@@ -23,7 +23,11 @@
  *     where they have a CPU each, COLL_TCP_EAGER_LIMIT_CROWDED where they
  *     share one;
  *   - congestion control between ranks of one kernel: reno unless
- *     COLL_TCP_CONGESTION_LOCAL names another or is empty (the system's).
+ *     COLL_TCP_CONGESTION_LOCAL names another or is empty (the system's);
+ *   - direct polling: the sockets are read on every progress turn (cold
+ *     in the event loop) exactly where all of them fit
+ *     COLL_TCP_POLL_DIRECT and the ranks have a CPU each, and messages of
+ *     every size arrive either way.
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -672,6 +676,96 @@ START_TEST(test_cost_probe_differs)
 }
 END_TEST
 
+/* ---- direct polling of a few sockets ------------------------------------------ */
+
+/* COLL_TCP_POLL_DIRECT (NULL: unset, 2), COLL_NSOCKS_LOCAL, ranks, and
+ * whether the sockets must be read directly: only where all of a rank's
+ * sockets (ranks - 1 peers times the count) fit the setting, and the
+ * ranks have a CPU each (on 2 CPUs, the 3- and 4-rank cases share). */
+typedef struct direct_case {
+    const char *poll_direct;
+    const char *nsocks;
+    int nranks;
+    int direct;
+} direct_case_t;
+
+static const direct_case_t direct_cases[] = {
+    {NULL, "1", 2, 1}, {NULL, "1", 3, 1}, {NULL, "1", 4, 0}, {NULL, "4", 2, 0},
+    {"0", "1", 2, 0},  {"16", "4", 4, 1},
+};
+
+/* Every socket is cold in the event loop (read by the iface on each turn)
+ * exactly when the case says so; idle sockets have nothing to write. */
+static int check_direct(coll_comm_t comm, int rank, int nranks, const direct_case_t *dc)
+{
+    int direct = dc->direct && comm->crowd <= 1;
+
+    for (int peer = 0; peer < nranks; peer++) {
+        if (peer == rank)
+            continue;
+        RANK_CHECK(comm->peers[peer].ops == &coll_tp_tcp_ops, "rank %d is not reached over tcp",
+                   peer);
+        const tcp_ep_t *ep = (const tcp_ep_t *)comm->peers[peer].ep;
+        RANK_CHECK(ep->iface->ndirect == (direct ? (nranks - 1) * ep->nconn : 0),
+                   "%d sockets read directly, case wants %s (%.2g ranks per CPU)",
+                   ep->iface->ndirect, direct ? "all" : "none", comm->crowd);
+        for (int i = 0; i < ep->nconn; i++)
+            RANK_CHECK(ep->conn[i].src.cold == direct, "socket %d to rank %d: cold %d, "
+                       "expected %d", i, peer, ep->conn[i].src.cold, direct);
+    }
+    return 0;
+}
+
+/* Messages of every size, both ways, and an all-reduce: taken by the
+ * direct reads where they apply, by epoll elsewhere, the same bytes. */
+static int rank_direct(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const direct_case_t *dc = arg;
+    static const size_t counts[] = {1, 4, 1000, 16384, 300001};
+    const size_t big = (5u << 20) + 3;
+    int32_t *src = malloc(300001 * 4), *dst = malloc(300001 * 4);
+
+    RANK_CHECK(src && dst, "out of memory");
+    if (dc->poll_direct)
+        setenv("COLL_TCP_POLL_DIRECT", dc->poll_direct, 1);
+    setenv("COLL_NSOCKS_LOCAL", dc->nsocks, 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    for (size_t k = 0; k < COLL_ARRAY_LEN(counts); k++) {
+        for (size_t i = 0; i < counts[k]; i++)
+            src[i] = (int32_t)(i * 7 + (size_t)rank * 1000003 + k);
+        RANK_OK(coll_allreduce(src, dst, counts[k], COLL_INT32, COLL_SUM, comm));
+        for (size_t i = 0; i < counts[k]; i++) {
+            int64_t want = 0;
+            for (int r = 0; r < nranks; r++)
+                want += (int64_t)(i * 7 + (size_t)r * 1000003 + k);
+            RANK_CHECK(dst[i] == (int32_t)want, "count %zu: element %zu: got %d, expected %d",
+                       counts[k], i, dst[i], (int32_t)want);
+        }
+    }
+    uint8_t *out = malloc(big), *in = malloc(big);
+    RANK_CHECK(out && in, "out of memory");
+    harness_fill(out, big, rank, 5);
+    RANK_OK(coll_sendrecv(out, big, COLL_UINT8, (rank + 1) % nranks, 5, in, big, COLL_UINT8,
+                          (rank + nranks - 1) % nranks, 5, comm));
+    harness_verify(in, big, (rank + nranks - 1) % nranks, 5);
+    free(out);
+    free(in);
+    RANK_OK(coll_barrier(comm));
+    if (check_direct(comm, rank, nranks, dc))
+        return 1;
+    RANK_OK(coll_comm_destroy(comm));
+    free(src);
+    free(dst);
+    return 0;
+}
+
+START_TEST(test_poll_direct)
+{
+    const direct_case_t *dc = &direct_cases[_i];
+    ck_assert_int_eq(harness_run(dc->nranks, rank_direct, (void *)dc, 60), 0);
+}
+END_TEST
+
 static Suite *tcp_suite(void)
 {
     Suite *s = suite_create("tcp");
@@ -681,6 +775,7 @@ static Suite *tcp_suite(void)
     tcase_add_loop_test(tc, test_stripe_coll, 1, 3);
     tcase_add_test(tc, test_mixed_nsocks);
     tcase_add_loop_test(tc, test_bidir, 0, 2);
+    tcase_add_loop_test(tc, test_poll_direct, 0, (int)COLL_ARRAY_LEN(direct_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("window");
     tcase_set_timeout(tc, 120);

@@ -65,6 +65,8 @@
 /* Sockets per peer: COLL_NSOCKS is capped here (the address blob and the
  * endpoint hold a fixed array). */
 #define TCP_NSOCKS_MAX 16
+/* Most sockets an iface reads directly on every turn (COLL_TCP_POLL_DIRECT). */
+#define TCP_DIRECT_MAX 16
 /* Bytes read ahead into a socket's staging buffer when a header is due:
  * one recv then usually brings the header and a small payload together. */
 #define TCP_RXBUF 4096
@@ -258,6 +260,14 @@ struct tcp_iface {
     int bufsize;              /* COLL_SOCKET_BUFSIZE (0: the kernel's autotuning) */
     char congestion_local[16]; /* COLL_TCP_CONGESTION_LOCAL ("": the system's) */
     size_t hdr_len;           /* TCP_HDR_MAX with COLL_CHECKSUM, else TCP_HDR_BYTES */
+    /* Direct polling (COLL_TCP_POLL_DIRECT): while every socket of the
+     * iface fits in direct[] and the ranks have a CPU each, sockets that
+     * only wait for input are cold in the event loop and read on every
+     * progress turn instead. */
+    int poll_direct;          /* COLL_TCP_POLL_DIRECT */
+    int nsockets;             /* sockets of every endpoint created so far */
+    int ndirect;              /* entries of direct[]; 0 once stopped */
+    tcp_conn_t *direct[TCP_DIRECT_MAX];
 };
 
 extern const coll_tp_ops_t coll_tp_tcp_ops; /* tcp_iface.c */
@@ -275,6 +285,10 @@ void tcp_conn_attach(tcp_conn_t *c, int fd, const char *peer_str);
 void tcp_conn_retry_due(tcp_conn_t *c);
 void tcp_ep_fail(tcp_ep_t *ep, coll_status_t status, const char *fmt, ...) COLL_PRINTF(3, 4);
 void tcp_conn_update_events(tcp_conn_t *c);
+/* Read the directly polled sockets; returns 1 if any gave bytes. */
+int tcp_iface_poll_direct(tcp_iface_t *iface);
+/* Back to epoll for every socket, for good (too many, or ranks share CPUs). */
+void tcp_iface_stop_direct(tcp_iface_t *iface);
 void tcp_conn_close_fd(tcp_conn_t *c);
 void tcp_sock_setup(int fd, const tcp_iface_t *iface, size_t chunk, int local);
 
@@ -285,7 +299,8 @@ size_t tcp_hdr_seal(const tcp_iface_t *iface, const tcp_hdr_t *h, const void *pa
                     size_t len, uint8_t out[TCP_HDR_MAX]);
 coll_status_t tcp_ep_isend(coll_tp_ep_t *ep, coll_tp_req_t *req);
 coll_status_t tcp_ep_irecv(coll_tp_ep_t *ep, coll_tp_req_t *req);
-void tcp_conn_on_readable(tcp_conn_t *c);
+/* Read what the socket holds; returns 1 if anything was taken. */
+int tcp_conn_on_readable(tcp_conn_t *c);
 void tcp_conn_on_writable(tcp_conn_t *c);
 /* Start every ready socket that has nothing to write (new data or BYE). */
 void tcp_ep_kick(tcp_ep_t *ep);

@@ -157,6 +157,63 @@ void tcp_conn_update_events(tcp_conn_t *c)
     else
         events = 0; /* ready, waiting for its siblings: bytes wait in the kernel */
     coll_evloop_mod(c->ep->iface->super.params.evloop, &c->src, events);
+    /* A socket that only waits for input is read on every progress turn
+     * (tcp_iface_poll_direct); one with bytes to write needs epoll's
+     * EPOLLOUT as before. */
+    coll_evloop_set_cold(c->ep->iface->super.params.evloop, &c->src,
+                         c->ep->iface->ndirect > 0 && events == EPOLLIN);
+}
+
+void tcp_iface_stop_direct(tcp_iface_t *iface)
+{
+    int n = iface->ndirect;
+
+    iface->ndirect = 0;
+    for (int i = 0; i < n; i++)
+        coll_evloop_set_cold(iface->super.params.evloop, &iface->direct[i]->src, 0);
+}
+
+/* Direct polling covers every socket of the iface or none: once the
+ * sockets outnumber COLL_TCP_POLL_DIRECT, one epoll_wait per turn costs
+ * less than a read of each. */
+static void track_sockets(tcp_iface_t *iface, tcp_ep_t *ep)
+{
+    iface->nsockets += ep->nconn;
+    if (iface->nsockets > iface->poll_direct) {
+        tcp_iface_stop_direct(iface);
+        return;
+    }
+    for (int i = 0; i < ep->nconn; i++)
+        iface->direct[iface->ndirect++] = &ep->conn[i];
+}
+
+static void untrack_sockets(tcp_iface_t *iface, tcp_ep_t *ep)
+{
+    int kept = 0;
+
+    for (int i = 0; i < iface->ndirect; i++)
+        if (iface->direct[i]->ep != ep)
+            iface->direct[kept++] = iface->direct[i];
+    iface->ndirect = kept;
+}
+
+/* Lower latency than epoll for a socket or two: data that arrives while
+ * we poll is taken by the next recv, not by an epoll_wait then a recv.
+ * 2-rank 16-byte all-reduce over loopback, 8 alternating launches: 10.8
+ * -> 9.2 us, Open MPI 11.1 (docs/performance.md). */
+int tcp_iface_poll_direct(tcp_iface_t *iface)
+{
+    int took = 0;
+
+    for (int i = 0; i < iface->ndirect; i++) {
+        tcp_conn_t *c = iface->direct[i];
+        if (!c->src.cold || c->fd < 0)
+            continue; /* not ready, or waiting to write: epoll watches it */
+        took |= tcp_conn_on_readable(c);
+        if (c->ep->state != TCP_EP_CLOSED)
+            tcp_conn_update_events(c);
+    }
+    return took;
 }
 
 static void ep_close_fds(tcp_ep_t *ep)
@@ -365,6 +422,7 @@ coll_status_t tcp_ep_connect(coll_tp_iface_t *tiface, const coll_peer_info_t *pe
                           "rank %u published no valid tcp address", peer->rank);
     }
     iface->eps[peer->rank] = ep;
+    track_sockets(iface, ep);
     for (int i = 0; i < ep->nconn && ep->state != TCP_EP_CLOSED; i++)
         conn_start_connect(&ep->conn[i]);
     *ep_p = &ep->super;
@@ -382,6 +440,7 @@ coll_status_t tcp_ep_accept(coll_tp_iface_t *tiface, const coll_peer_info_t *pee
     for (int i = 0; i < ep->nconn; i++)
         ep->conn[i].state = TCP_CONN_WAIT_ACCEPT;
     iface->eps[peer->rank] = ep;
+    track_sockets(iface, ep);
     *ep_p = &ep->super;
     return COLL_OK;
 }
@@ -559,6 +618,7 @@ coll_status_t tcp_ep_destroy(coll_tp_ep_t *tep)
         free(c->rx_ux);
     }
     coll_match_free_unexpected(&ep->match);
+    untrack_sockets(ep->iface, ep);
     if (ep->iface->eps[ep->super.peer] == ep)
         ep->iface->eps[ep->super.peer] = NULL;
     ep_free(ep);

@@ -744,11 +744,13 @@ static ssize_t rx_fold_read(tcp_conn_t *c)
     return n;
 }
 
-static void rx_loop(tcp_conn_t *c)
+/* Returns 1 if it took anything from the socket or the staging buffer. */
+static int rx_loop(tcp_conn_t *c)
 {
     static __thread uint8_t sink[TCP_DISCARD_CHUNK];
     tcp_ep_t *ep = c->ep;
     size_t hl = ep->iface->hdr_len;
+    int took = 0;
 
     c->rx_drained = 0;
     while (ep->state == TCP_EP_READY && c->fd >= 0) {
@@ -782,26 +784,29 @@ static void rx_loop(tcp_conn_t *c)
         }
         if (n < 0) {
             rx_failed(c);
-            return;
+            return 1;
         }
         if (n == 0)
-            return; /* drained */
+            return took; /* drained */
+        took = 1;
     }
+    return took;
 }
 
-void tcp_conn_on_readable(tcp_conn_t *c)
+int tcp_conn_on_readable(tcp_conn_t *c)
 {
     tcp_ep_t *ep = c->ep;
-    int nested = ep->in_rx;
+    int nested = ep->in_rx, took;
 
     ep->in_rx = 1;
-    rx_loop(c);
+    took = rx_loop(c);
     ep->in_rx = nested;
     if (!nested && ep->state == TCP_EP_READY && ep->tx_errno) {
         ep_read_all(ep);
         if (ep->state == TCP_EP_READY)
             fail_send(ep);
     }
+    return took;
 }
 
 coll_status_t tcp_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
