@@ -146,9 +146,10 @@ typedef enum coll_param_type {
     X(SHM_CMA_ADAPT, COLL_PARAM_BOOL, "1",                                              \
       "Shared-memory transport: a message the receiver may read from the sender's "     \
       "buffer (see COLL_SHM_CMA_THRESHOLD) is read, or copied through the ring, by "    \
-      "which of the two cost less CPU time per byte lately between this pair (the "     \
-      "other way is tried again every 32 messages; where messages go both ways the "    \
-      "higher rank takes the lower rank's way); 0: always read")                        \
+      "which of the two cost less CPU time per byte lately between this pair, timed "  \
+      "on such messages only (the other way is tried again every 32 messages; where "   \
+      "messages go both ways the higher rank takes the lower rank's way); 0: always "   \
+      "read")                                                                           \
     X(SHM_CMA_MAX, COLL_PARAM_SIZE, "2M",                                                \
       "Shared-memory transport: received messages above this size go through the ring "  \
       "again, in cache-sized pieces that both sides copy at once (on the 2-core "        \

@@ -255,11 +255,29 @@ static int exch_pass(int rank, int nranks, coll_comm_t comm, int allgather, int 
     return 0;
 }
 
+/* Two all-gathers of 4 MiB blocks: messages above COLL_SHM_CMA_MAX (2M),
+ * which go through the ring with no choice made. */
+#define UNREAD_COUNT (1u << 20) /* int32 per block */
+
+static int unread_traffic(int nranks, coll_comm_t comm)
+{
+    uint32_t *mine = calloc(UNREAD_COUNT, sizeof(*mine));
+    uint32_t *all = calloc((size_t)nranks * UNREAD_COUNT, sizeof(*all));
+
+    RANK_CHECK(mine && all, "out of memory");
+    for (int k = 0; k < 2; k++)
+        RANK_OK(coll_allgather(mine, all, UNREAD_COUNT, COLL_INT32, comm));
+    free(mine);
+    free(all);
+    return 0;
+}
+
 /* `calls` exchanges (ring all-gather or linear all-to-all), out of place
  * and in place by turns, logged; COLL_SHM_CMA_ADAPT = adapt;
- * process_vm_readv refused after init where `refused`. */
+ * process_vm_readv refused after init where `refused`; after
+ * unread_traffic where `unread_first`. */
 static int exch_calls(int rank, int nranks, const coll_unique_id_t *id, int allgather,
-                      const char *adapt, int refused, int calls)
+                      const char *adapt, int refused, int unread_first, int calls)
 {
     size_t n = (size_t)nranks * EXCH_COUNT;
     uint32_t *out = malloc(n * sizeof(*out)), *in = malloc(n * sizeof(*in));
@@ -271,6 +289,8 @@ static int exch_calls(int rank, int nranks, const coll_unique_id_t *id, int allg
     if (refused)
         refuse_cma();
     RANK_CHECK(out && in, "out of memory");
+    if (unread_first && unread_traffic(nranks, comm) != 0)
+        return 1;
     for (int k = 0; k < calls; k++)
         if (exch_pass(rank, nranks, comm, allgather, k & 1, out, in) != 0)
             return 1;
@@ -285,7 +305,7 @@ static int rank_exchange(int rank, int nranks, const coll_unique_id_t *id, void 
     int c = *(int *)arg;
 
     /* every block is read (or tried) */
-    return exch_calls(rank, nranks, id, c >= EXCH_AG, "0", c & 1, 2);
+    return exch_calls(rank, nranks, id, c >= EXCH_AG, "0", c & 1, 0, 2);
 }
 
 START_TEST(test_exchange_one_copy)
@@ -317,29 +337,57 @@ END_TEST
  * 0 took last, which it has seen for all but its first message or two.
  * With 0 (WAYS_READ) every one is read. With 0 on rank 0 only
  * (WAYS_LEAD_READS) rank 1 reads too, where by its own costs it would
- * try the ring at least every 32 messages. Each rank's log says how many
- * came which way. */
+ * try the ring at least every 32 messages. After messages that could
+ * not have been read (the link probe at init, unread_traffic), whose
+ * copies must not price the ways (priced by them, the ring lost to the
+ * read for 32 messages, the whole of a short run): WAYS_UNTIMED, one
+ * all-gather, which rank 0 reads, leaves the ring's copies untimed in
+ * its log; WAYS_EACH_ONCE, two, of which rank 0 reads the first and
+ * takes the ring for the second, each way untried until then. Each
+ * rank's log says how many came which way. */
 #define WAY_CALLS 64
-enum { WAYS_ADAPT, WAYS_READ, WAYS_LEAD_READS, NWAYS_CASES };
+enum { WAYS_ADAPT, WAYS_READ, WAYS_LEAD_READS, WAYS_UNTIMED, WAYS_EACH_ONCE, NWAYS_CASES };
+
+static int way_calls(int c)
+{
+    return c == WAYS_UNTIMED ? 1 : c == WAYS_EACH_ONCE ? 2 : WAY_CALLS;
+}
+
+/* After a WAYS_UNTIMED run: rank 0 logged the ring's copies untimed. */
+static void check_ring_untimed(void)
+{
+    char cmd[512], out[256];
+    double read = -1, in = -1, cout = -1;
+
+    snprintf(cmd, sizeof(cmd), "grep -o 'read [0-9]*, copy into the ring [0-9]*, out of it "
+             "[0-9]*' %s/rank0.log", log_dir);
+    harness_sh(cmd, out, sizeof(out));
+    ck_assert_msg(sscanf(out, "read %lf, copy into the ring %lf, out of it %lf", &read, &in,
+                         &cout) == 3, "rank 0 logged no copy costs (logs in %s)", log_dir);
+    ck_assert_msg(read > 0 && in == 0 && cout == 0, "rank 0's copy costs in ns/KiB: read %.0f, "
+                  "into the ring %.0f, out of it %.0f; expected the read timed and the ring "
+                  "not (its copies were all of messages that could not have been read)",
+                  read, in, cout);
+}
 
 static int rank_ways(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     int c = *(int *)arg;
     const char *adapt = c == WAYS_READ || (c == WAYS_LEAD_READS && rank == 0) ? "0" : "1";
 
-    return exch_calls(rank, nranks, id, 1, adapt, 0, WAY_CALLS);
+    return exch_calls(rank, nranks, id, 1, adapt, 0, c == WAYS_UNTIMED, way_calls(c));
 }
 
 START_TEST(test_read_or_ring)
 {
     static const char *what[] = {"read or through the ring", "always read",
-                                 "rank 0 always reads"};
-    int c = _i;
+                                 "rank 0 always reads", "after messages that no choice priced",
+                                 "two, after messages that no choice priced"};
+    int c = _i, calls = way_calls(c);
     char cmd[512], out[256];
 
     harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
-    ck_assert_msg(harness_run(2, rank_ways, &c, 120) == 0, "%d all-gathers, %s", WAY_CALLS,
-                  what[c]);
+    ck_assert_msg(harness_run(2, rank_ways, &c, 120) == 0, "%d all-gathers, %s", calls, what[c]);
     for (int r = 0; r < 2; r++) {
         unsigned long nread = 0, nring = 0, nled = 0;
         snprintf(cmd, sizeof(cmd), "grep -o '[0-9]* were read and [0-9]* came through the "
@@ -348,10 +396,16 @@ START_TEST(test_read_or_ring)
         ck_assert_msg(sscanf(out, "%lu were read and %lu came through the ring, %lu", &nread,
                              &nring, &nled) == 3,
                       "rank %d logged no count of the ways (logs in %s)", r, log_dir);
-        ck_assert_msg(nread + nring == WAY_CALLS, "rank %d: %lu read + %lu through the ring, "
-                      "expected %d messages", r, nread, nring, WAY_CALLS);
+        ck_assert_msg(nread + nring == (unsigned long)calls, "rank %d: %lu read + %lu through "
+                      "the ring, expected %d messages", r, nread, nring, calls);
         if (c == WAYS_READ || c == WAYS_LEAD_READS)
             ck_assert_msg(nring == 0, "rank %d: %lu through the ring (%s)", r, nring, what[c]);
+        else if (c >= WAYS_UNTIMED && r == 0)
+            ck_assert_msg(nread == 1 && nring == (unsigned long)calls - 1, "rank 0: %lu read, "
+                          "%lu through the ring (%s), expected 1 and %d", nread, nring,
+                          what[c], calls - 1);
+        else if (c >= WAYS_UNTIMED) /* rank 1 follows rank 0's ways, a message late or not */
+            continue;
         else if (r == 0)
             ck_assert_msg(nread >= 1 && nring >= 1, "rank 0: %lu read, %lu through the ring: "
                           "a way was never tried", nread, nring);
@@ -359,6 +413,8 @@ START_TEST(test_read_or_ring)
             ck_assert_msg(nled >= WAY_CALLS - 2, "rank 1 took rank 0's last way for %lu of %d "
                           "messages", nled, WAY_CALLS);
     }
+    if (c == WAYS_UNTIMED)
+        check_ring_untimed();
     harness_tmpdir_remove(log_dir);
 }
 END_TEST

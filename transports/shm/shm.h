@@ -231,6 +231,7 @@ typedef struct shm_req_priv {
     uint64_t addr;        /* read: the sender's buffer (RTS) */
     size_t data_off;      /* send: payload bytes queued so far */
     int read_seen;        /* send: the peer was seen reading (logged once) */
+    int weighed;          /* it could have been read: its copies are timed (choose_way) */
 } shm_req_priv_t;
 
 _Static_assert(sizeof(shm_req_priv_t) <= COLL_TP_REQ_SCRATCH, "shm request state too large");
