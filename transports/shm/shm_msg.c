@@ -55,6 +55,14 @@ void shm_set_tx_blocked(shm_ep_t *ep, int blocked, int progress)
     __atomic_store_n(&ep->tx_blocked, blocked, __ATOMIC_RELAXED);
 }
 
+/* Could the receiver read a message with this RTS address and length
+ * from the sender's memory (choose_way's question)? Only such messages'
+ * copies are timed (priv->weighed). */
+static int readable(const shm_ep_t *ep, uint64_t addr, size_t len)
+{
+    return addr && ep->iface->cma && len <= ep->iface->cma_max;
+}
+
 /* When a copy that choose_way weighs starts; 0 (not timed) for a message
  * that could not have been read (priv->weighed), or for a copy that
  * reduces as it goes (its time is the reduction's too). The others' copies
@@ -128,7 +136,7 @@ static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
                        (req->hints & COLL_TP_HINT_ONE_COPY);
         uint64_t addr = ep->iface->cma && one_copy ? (uint64_t)(uintptr_t)req->buf : 0;
         memcpy(slot + SHM_REC_HDR, &addr, sizeof(addr));
-        shm_priv(req)->weighed = addr && req->len <= ep->iface->cma_max;
+        shm_priv(req)->weighed = readable(ep, addr, req->len);
     }
     rec_commit(ep, slot, bytes);
     return 1;
@@ -467,7 +475,7 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
     }
     /* Above COLL_SHM_CMA_MAX the ring's pipelined copies (or folds) are
      * faster than reading the peer's memory, which is not in cache. */
-    shm_priv(req)->weighed = addr && ep->iface->cma && msg_len <= ep->iface->cma_max;
+    shm_priv(req)->weighed = readable(ep, addr, msg_len);
     if (shm_priv(req)->weighed && choose_way(ep) == SHM_WAY_READ) {
         shm_priv(req)->peer_id = send_id;
         shm_priv(req)->addr = addr;
