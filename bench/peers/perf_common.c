@@ -636,14 +636,8 @@ static void warm_up(const perf_opts_t *o, const perf_backend_t *be, size_t bytes
 }
 
 
-/* Buffers of 2 MiB or more start on a 2 MiB boundary, in these peer
- * benchmarks and in libcoll's own (bench/common/bench_util.c), so that
- * where the kernel backs them with huge pages (transparent huge pages set
- * to always, or glibc.malloc.hugetlb=1) every library's blocks lie in huge
- * pages, and single-copy reads compare the libraries, not where each
- * benchmark's buffers fell: a 2-rank all-gather of 1 MiB read its 512 KiB
- * blocks in 47-70 us at the median from 4 KiB pages, in 30-37 from huge
- * pages. */
+/* Buffers of 2 MiB or more start on a 2 MiB boundary, as in libcoll's
+ * own benchmarks (bench/common/bench_util.c says why: huge pages). */
 #define BIG_PAGE (2u << 20)
 
 static void *alloc_or_die(size_t bytes)
