@@ -154,7 +154,8 @@ typedef enum coll_param_type {
       "Shared-memory transport: received messages above this size go through the ring "  \
       "again, in cache-sized pieces that both sides copy at once (on the 2-core "        \
       "development machine process_vm_readv of 4 to 64 MiB ran at half the ring's "     \
-      "speed); 0: no limit")                                                             \
+      "speed in 4 KiB pages); 0: no limit, faster where buffers lie in huge pages "     \
+      "except for the in-place all-to-all (docs/performance.md)")                        \
     X(IB_HCA, COLL_PARAM_STR, "",                                                        \
       "verbs transport: RDMA devices and ports to use, as NCCL_IB_HCA: comma separated " \
       "name prefixes with an optional :port, ^ to exclude, = for exact names (e.g. "     \
