@@ -424,17 +424,6 @@ static coll_status_t check_init_args(const coll_init_args_t *a)
     return COLL_OK;
 }
 
-static coll_status_t read_inline_polls(struct coll_comm *comm)
-{
-    int64_t n;
-    COLL_CHECK(coll_param_int(COLL_PARAM_INLINE_POLLS, &n));
-    if (n < 0 || n > 1000000)
-        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG, "init: COLL_INLINE_POLLS=%lld "
-                          "is out of range (0..1000000)", (long long)n);
-    comm->inline_polls = (int)n;
-    return COLL_OK;
-}
-
 static coll_status_t read_bind(struct coll_comm *comm)
 {
     coll_bind_t mode;
@@ -540,7 +529,8 @@ static coll_status_t comm_alloc(const coll_init_args_t *a, struct coll_comm **co
     if (a->config && a->config->timeout_ms > 0)
         comm->timeout_ns = (uint64_t)a->config->timeout_ms * 1000000ull;
     COLL_CHECK_GOTO(coll_param_duration_ns(COLL_PARAM_POLL_SPIN, &comm->spin_ns), st, err);
-    COLL_CHECK_GOTO(read_inline_polls(comm), st, err);
+    COLL_CHECK_GOTO(coll_param_int_range(COLL_PARAM_INLINE_POLLS, 0, 1000000, comm->rank,
+                                         &comm->inline_polls), st, err);
     COLL_CHECK_GOTO(read_coll_settings(comm), st, err);
     COLL_CHECK_GOTO(coll_iface_select(&a->uid.root, &comm->local_addr, comm->ifname), st, err);
     COLL_CHECK_GOTO(coll_evloop_create(&comm->ev), st, err);

@@ -143,6 +143,21 @@ coll_status_t coll_param_int(coll_param_id_t id, int64_t *value_p)
     return COLL_OK;
 }
 
+coll_status_t coll_param_int_range(coll_param_id_t id, int lo, int hi, int rank, int *value_p)
+{
+    int64_t v = 0;
+    coll_status_t st = coll_param_int(id, &v);
+
+    if (st != COLL_OK)
+        return st;
+    if (v < lo || v > hi)
+        return coll_error(COLL_SUBSYS_ENV, COLL_ERR_INVALID_ARG,
+                          "rank %d: %s=%lld is out of range (%d..%d)", rank,
+                          param_table[id].name, (long long)v, lo, hi);
+    *value_p = (int)v;
+    return COLL_OK;
+}
+
 coll_status_t coll_param_bool(coll_param_id_t id, int *value_p)
 {
     int v;

@@ -806,6 +806,7 @@ static const struct {
     {"COLL_NSOCKS_LOCAL", "17"},
     {"COLL_TCP_CHUNK_LOCAL", "100"},
     {"COLL_INLINE_POLLS", "-1"},
+    {"COLL_INLINE_POLLS", "1000001"},
     {"COLL_TCP_POLL_DIRECT", "17"},
     {"COLL_TCP_POLL_DIRECT", "-1"},
     {"COLL_TCP_CONGESTION_LOCAL", "nosuchcc"},

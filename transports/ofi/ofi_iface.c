@@ -287,16 +287,12 @@ static coll_status_t join_evloop(ofi_iface_t *iface)
 
 static coll_status_t read_settings(ofi_iface_t *iface)
 {
-    int64_t cache;
     const char *mr = coll_param_raw(COLL_PARAM_OFI_MR);
     const char *match = coll_param_raw(COLL_PARAM_OFI_MATCH);
     int rank = iface->super.params.rank;
 
-    COLL_CHECK(coll_param_int(COLL_PARAM_OFI_MR_CACHE, &cache));
-    if (cache < 0 || cache > OFI_MR_CACHE_MAX)
-        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: COLL_OFI_MR_CACHE=%lld "
-                          "is out of range (0..%d)", rank, (long long)cache, OFI_MR_CACHE_MAX);
-    iface->mr_cap = (int)cache;
+    COLL_CHECK(coll_param_int_range(COLL_PARAM_OFI_MR_CACHE, 0, OFI_MR_CACHE_MAX, rank,
+                                    &iface->mr_cap));
     if (strcmp(mr, "auto") != 0 && strcmp(mr, "always") != 0)
         return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: COLL_OFI_MR='%s': "
                           "expected auto or always", rank, mr);

@@ -118,22 +118,6 @@ static void listen_handler(void *arg, uint32_t events)
     }
 }
 
-/* An integer variable in [lo, hi] (COLL_NSOCKS, COLL_TCP_POLL_DIRECT, ...),
- * checked. */
-static coll_status_t read_int(const tcp_iface_t *iface, coll_param_id_t id, int lo, int hi,
-                              int *out)
-{
-    int64_t n;
-
-    COLL_CHECK(coll_param_int(id, &n));
-    if (n < lo || n > hi)
-        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: %s=%lld is out of "
-                          "range (%d..%d)", iface->super.params.rank, coll_param_info(id)->name,
-                          (long long)n, lo, hi);
-    *out = (int)n;
-    return COLL_OK;
-}
-
 /* A chunk size (COLL_TCP_CHUNK, COLL_TCP_CHUNK_LOCAL), checked. */
 static coll_status_t read_chunk(const tcp_iface_t *iface, coll_param_id_t id, size_t *out)
 {
@@ -204,6 +188,7 @@ static coll_status_t read_congestion(tcp_iface_t *iface)
  * receiver accepts are lowered to it. */
 static coll_status_t read_settings(tcp_iface_t *iface)
 {
+    int rank = iface->super.params.rank;
     size_t bufsize;
 
     COLL_CHECK(coll_param_size(COLL_PARAM_TCP_EAGER_LIMIT, &iface->eager_limit));
@@ -212,8 +197,9 @@ static coll_status_t read_settings(tcp_iface_t *iface)
     iface->eager_limit = COLL_MIN(iface->eager_limit, (size_t)TCP_EAGER_MAX);
     iface->eager_limit_local = COLL_MIN(iface->eager_limit_local, (size_t)TCP_EAGER_MAX);
     iface->eager_limit_crowded = COLL_MIN(iface->eager_limit_crowded, (size_t)TCP_EAGER_MAX);
-    COLL_CHECK(read_int(iface, COLL_PARAM_NSOCKS, 1, TCP_NSOCKS_MAX, &iface->nsocks));
-    COLL_CHECK(read_int(iface, COLL_PARAM_NSOCKS_LOCAL, 1, TCP_NSOCKS_MAX, &iface->nsocks_local));
+    COLL_CHECK(coll_param_int_range(COLL_PARAM_NSOCKS, 1, TCP_NSOCKS_MAX, rank, &iface->nsocks));
+    COLL_CHECK(coll_param_int_range(COLL_PARAM_NSOCKS_LOCAL, 1, TCP_NSOCKS_MAX, rank,
+                                    &iface->nsocks_local));
     COLL_CHECK(read_chunk(iface, COLL_PARAM_TCP_CHUNK, &iface->chunk));
     COLL_CHECK(read_chunk(iface, COLL_PARAM_TCP_CHUNK_LOCAL, &iface->chunk_local));
     COLL_CHECK(read_window(iface, COLL_PARAM_TCP_EAGER_WINDOW, &iface->eager_window));
@@ -226,7 +212,8 @@ static coll_status_t read_settings(tcp_iface_t *iface)
     iface->bufsize = (int)bufsize;
     COLL_CHECK(read_congestion(iface));
     iface->hdr_len = iface->super.params.checksum ? TCP_HDR_MAX : TCP_HDR_BYTES;
-    return read_int(iface, COLL_PARAM_TCP_POLL_DIRECT, 0, TCP_DIRECT_MAX, &iface->poll_direct);
+    return coll_param_int_range(COLL_PARAM_TCP_POLL_DIRECT, 0, TCP_DIRECT_MAX, rank,
+                                &iface->poll_direct);
 }
 
 static coll_status_t tcp_iface_open(const coll_tp_params_t *params, coll_tp_iface_t **iface_p)

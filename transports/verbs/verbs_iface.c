@@ -89,16 +89,9 @@ static coll_status_t iface_open_wire(verbs_iface_t *vi)
 
 static coll_status_t iface_read_params(verbs_iface_t *vi)
 {
-    int64_t timeout, cache;
-    COLL_CHECK(coll_param_int(COLL_PARAM_IB_TIMEOUT, &timeout));
-    COLL_CHECK(coll_param_int(COLL_PARAM_IB_MR_CACHE, &cache));
-    if (timeout < 1 || timeout > 31 || cache < 0 || cache > 65536)
-        return coll_error(COLL_SUBSYS_INIT, COLL_ERR_INVALID_ARG,
-                          "COLL_IB_TIMEOUT=%lld (1..31) or COLL_IB_MR_CACHE=%lld (0..65536) "
-                          "out of range", (long long)timeout, (long long)cache);
-    vi->timeout = (int)timeout;
-    vi->mr_cap = (int)cache;
-    return COLL_OK;
+    int rank = vi->super.params.rank;
+    COLL_CHECK(coll_param_int_range(COLL_PARAM_IB_TIMEOUT, 1, 31, rank, &vi->timeout));
+    return coll_param_int_range(COLL_PARAM_IB_MR_CACHE, 0, 65536, rank, &vi->mr_cap);
 }
 
 static coll_status_t iface_open_cq(verbs_iface_t *vi)
