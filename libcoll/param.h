@@ -154,8 +154,9 @@ typedef enum coll_param_type {
       "Shared-memory transport: received messages above this size go through the ring "  \
       "again, in cache-sized pieces that both sides copy at once (on the 2-core "        \
       "development machine process_vm_readv of 4 to 64 MiB ran at half the ring's "     \
-      "speed in 4 KiB pages); 0: no limit, faster where buffers lie in huge pages "     \
-      "except for the in-place all-to-all (docs/performance.md)")                        \
+      "speed in 4 KiB pages), unless both the sender's and the receiver's buffers lie "  \
+      "wholly in huge pages (Linux 6.7 and later tell), where they may be read as "      \
+      "smaller ones are; 0: no limit")                                                   \
     X(IB_HCA, COLL_PARAM_STR, "",                                                        \
       "verbs transport: RDMA devices and ports to use, as NCCL_IB_HCA: comma separated " \
       "name prefixes with an optional :port, ^ to exclude, = for exact names (e.g. "     \

@@ -8,13 +8,13 @@
  * is refused at first use (a seccomp filter installed after init); a
  * sender that sees its reader's flag (it polls on instead of sleeping); the
  * pairwise all-to-all's blocks below the single-copy threshold read in
- * place (its hint to the transport); eager messages parked in the ring
- * for their receive, more than a ring holds, sent before they are
- * received by ranks in a cycle, by a rank another one waits for, and by a
- * rank that left. Then a
- * rank SIGKILLed mid 64 MiB transfer (through the ring, or read in one
- * copy) is named within 10 s; no segment is
- * left in /dev/shm after a normal exit, an abort or a killed job; and a
+ * place (its hint to the transport); messages above COLL_SHM_CMA_MAX read
+ * where both ranks' buffers lie in huge pages, and only there; eager
+ * messages parked in the ring for their receive, more than a ring holds,
+ * sent before they are received by ranks in a cycle, by a rank another
+ * one waits for, and by a rank that left. Then a rank SIGKILLed mid 64 MiB
+ * transfer (through the ring, or read in one copy) is named within 10 s;
+ * no segment is left in /dev/shm after a normal exit, an abort or a killed job; and a
  * tiny /dev/shm gives a clear message and TCP. Mailboxes: the one-shot
  * all-reduce and barrier at 2-8 ranks (blocking, non-blocking beside
  * schedules, in place, every mailbox size up to the slot), a broadcast root
@@ -184,7 +184,7 @@ START_TEST(test_p2p_paths)
     ck_assert_msg(harness_run(2, rank_p2p, &path, 120) == 0, "p2p over %s", path_names[path]);
     /* the path really taken, from the ranks' logs */
     const char *needle = path == PATH_CMA ? "cross-memory attach from 524288 bytes and for sends "
-                                            "that ask for one copy up to 2097152 bytes)"
+                                            "that ask for one copy up to 2097152 bytes"
                          : path == PATH_CMA_ALL ? "cross-memory attach from 4194304 bytes and for "
                                                   "sends that ask for one copy)"
                          : path == PATH_RING ? "cross-memory attach disabled"
@@ -415,6 +415,116 @@ START_TEST(test_read_or_ring)
     }
     if (c == WAYS_UNTIMED)
         check_ring_untimed();
+    harness_tmpdir_remove(log_dir);
+}
+END_TEST
+
+/* ---- blocks above COLL_SHM_CMA_MAX in huge pages --------------------------------- */
+
+/* 4 MiB messages each way between 2 ranks, above COLL_SHM_CMA_MAX (2M),
+ * every one that may be read read (COLL_SHM_CMA_ADAPT=0): where both
+ * ranks' buffers lie in huge pages all are read; where either side's lie
+ * in 4 KiB pages none is (the ring's copies are cheaper there). */
+#define HUGE_MSG (4u << 20)
+#define HUGE_ROUNDS 4
+#define HUGE_ALIGN (2u << 20)
+enum { HUGE_BOTH, HUGE_NEITHER, HUGE_RANK0_ONLY, NHUGE };
+
+/* len bytes on a 2 MiB boundary in huge pages (THP) or 4 KiB ones,
+ * touched; *map_p, *map_len_p: what to munmap. */
+static uint8_t *pages_alloc(size_t len, int huge, void **map_p, size_t *map_len_p)
+{
+    size_t map_len = len + HUGE_ALIGN;
+    void *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (map == MAP_FAILED)
+        return NULL;
+    uint8_t *buf = (uint8_t *)(((uintptr_t)map + HUGE_ALIGN - 1) & ~(uintptr_t)(HUGE_ALIGN - 1));
+    madvise(buf, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    memset(buf, 0, len);
+    *map_p = map;
+    *map_len_p = map_len;
+    return buf;
+}
+
+/* Why this machine cannot lie buffers in huge pages and say so, or NULL. */
+static const char *no_huge_pages(void)
+{
+    void *map;
+    size_t map_len;
+    int fd = shm_pages_open();
+    uint8_t *buf = pages_alloc(HUGE_ALIGN, 1, &map, &map_len);
+    int huge = buf && shm_pages_huge(fd, buf, HUGE_ALIGN);
+
+    if (buf)
+        munmap(map, map_len);
+    if (fd >= 0)
+        close(fd);
+    return fd < 0    ? "the kernel has no PAGEMAP_SCAN (Linux < 6.7)"
+           : !buf    ? "mmap failed"
+           : !huge   ? "transparent huge pages are off (or none was free)"
+                     : NULL;
+}
+
+static int rank_huge(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int c = *(int *)arg, peer = 1 - rank;
+    int huge = c == HUGE_BOTH || (c == HUGE_RANK0_ONLY && rank == 0);
+    void *maps[2];
+    size_t map_lens[2];
+    uint8_t *out = pages_alloc(HUGE_MSG, huge, &maps[0], &map_lens[0]);
+    uint8_t *in = pages_alloc(HUGE_MSG, huge, &maps[1], &map_lens[1]);
+    int fd = shm_pages_open();
+
+    shm_only_logged(rank);
+    setenv("COLL_SHM_CMA_ADAPT", "0", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK(out && in, "out of memory");
+    RANK_CHECK(shm_pages_huge(fd, out, HUGE_MSG) == huge &&
+                   shm_pages_huge(fd, in, HUGE_MSG) == huge,
+               "buffers not in the %s pages asked for (memory too fragmented for THP?)",
+               huge ? "huge" : "4 KiB");
+    close(fd);
+    for (int k = 0; k < HUGE_ROUNDS; k++) {
+        harness_fill(out, HUGE_MSG, rank, k);
+        RANK_OK(coll_sendrecv(out, HUGE_MSG, COLL_UINT8, peer, k, in, HUGE_MSG, COLL_UINT8, peer,
+                              k, comm));
+        harness_verify(in, HUGE_MSG, peer, k);
+    }
+    RANK_OK(coll_comm_destroy(comm));
+    munmap(maps[0], map_lens[0]);
+    munmap(maps[1], map_lens[1]);
+    return 0;
+}
+
+START_TEST(test_huge_blocks)
+{
+    static const char *what[] = {"both ranks' buffers in huge pages", "neither's",
+                                 "rank 0's only"};
+    const char *why = no_huge_pages();
+    int c = _i;
+    char cmd[512], out[256];
+
+    if (why) {
+        printf("test_shm: blocks above COLL_SHM_CMA_MAX, %s: skipped: %s\n", what[c], why);
+        return;
+    }
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_msg(harness_run(2, rank_huge, &c, 120) == 0, "4 MiB messages, %s", what[c]);
+    for (int r = 0; r < 2; r++) {
+        unsigned long nread = 0, nring = 0;
+        snprintf(cmd, sizeof(cmd), "grep -o '[0-9]* were read and [0-9]* came through the "
+                 "ring' %s/rank%d.log", log_dir, r);
+        harness_sh(cmd, out, sizeof(out));
+        int logged = sscanf(out, "%lu were read and %lu", &nread, &nring) == 2;
+        if (c == HUGE_BOTH)
+            ck_assert_msg(logged && nread == HUGE_ROUNDS && nring == 0, "rank %d: %lu of %d "
+                          "messages read, %lu through the ring (%s; logs in %s)", r, nread,
+                          HUGE_ROUNDS, nring, what[c], log_dir);
+        else
+            ck_assert_msg(!logged, "rank %d: %lu read, %lu through the ring; expected no "
+                          "message the receiver could read (%s)", r, nread, nring, what[c]);
+    }
     harness_tmpdir_remove(log_dir);
 }
 END_TEST
@@ -1135,6 +1245,7 @@ static Suite *shm_suite(void)
     tcase_add_loop_test(tc, test_p2p_paths, 0, NPATHS);
     tcase_add_loop_test(tc, test_exchange_one_copy, 0, NEXCH);
     tcase_add_loop_test(tc, test_read_or_ring, 0, NWAYS_CASES);
+    tcase_add_loop_test(tc, test_huge_blocks, 0, NHUGE);
     tcase_add_loop_test(tc, test_parked, 0, NPARK);
     suite_add_tcase(s, tc);
 

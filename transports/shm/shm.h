@@ -59,7 +59,7 @@
 #include "util/match.h"
 
 #define SHM_MAGIC 0x316d68736c6c6f63ull /* "collshm1" */
-#define SHM_VERSION 6 /* 6: lead_way in the segment header */
+#define SHM_VERSION 7 /* 7: SHM_RTS_HUGE in RTS addresses; 6: lead_way in the segment header */
 #define SHM_LINE 64
 #define SHM_REC_HDR 32
 #define SHM_ABORT_TEXT 512
@@ -84,6 +84,11 @@
  * are. The way not taken is tried again after this many messages. */
 #define SHM_WAY_RETRY 32
 enum { SHM_WAY_READ, SHM_WAY_RING, SHM_NWAYS };
+/* Set in an RTS's address: the message lies in huge pages, so the
+ * receiver may read it above COLL_SHM_CMA_MAX where its own buffer does
+ * too (shm_pages.c). Linux never gives user space an address with the
+ * top bit set (on x86-64 and arm64 that half is the kernel's). */
+#define SHM_RTS_HUGE (1ull << 63)
 /* Copies timed per endpoint for that choice (ns per byte, moving averages) */
 enum { SHM_COPY_IN, SHM_COPY_OUT, SHM_COPY_READ, SHM_NCOPIES };
 
@@ -318,6 +323,7 @@ struct shm_iface {
     size_t eager_limit;
     size_t cma_threshold;
     size_t cma_max;           /* COLL_SHM_CMA_MAX; SIZE_MAX: none */
+    int pagemap_fd;           /* /proc/self/pagemap, for shm_pages_huge; -1: none */
     uint8_t *bounce;          /* SHM_BOUNCE_BYTES for cma_fold, allocated on first use */
     int cma;                  /* we may read peers' memory */
     int cma_adapt;            /* COLL_SHM_CMA_ADAPT */
@@ -338,6 +344,12 @@ coll_status_t shm_seg_create(shm_ep_t *ep);
 int shm_seg_try_map(shm_ep_t *ep);
 void shm_seg_release(shm_ep_t *ep);
 void shm_seg_name(char *buf, size_t len, uint32_t pid, uint64_t nonce, int peer);
+
+/* shm_pages.c: 1 when every page of buf[0, len) is present and huge
+ * (THP or hugetlb); 0 when not, or where the kernel cannot say (before
+ * Linux 6.7). fd: shm_pages_open's, or -1. */
+int shm_pages_open(void);
+int shm_pages_huge(int fd, const void *buf, size_t len);
 
 /* shm_iface.c */
 void shm_wake_peer(shm_ep_t *ep);

@@ -151,14 +151,15 @@ static shm_ep_t *ep_alloc(shm_iface_t *iface, const coll_peer_info_t *peer, int 
  * the connection's INFO line. */
 static void describe_cma(const shm_iface_t *iface, char *buf, size_t len)
 {
-    char upto[32] = "";
+    char upto[96] = "";
 
     if (!iface->cma) {
         snprintf(buf, len, "every message through the ring");
         return;
     }
     if (iface->cma_max != SIZE_MAX)
-        snprintf(upto, sizeof(upto), " up to %zu bytes", iface->cma_max);
+        snprintf(upto, sizeof(upto), " up to %zu bytes%s", iface->cma_max,
+                 iface->pagemap_fd >= 0 ? ", beyond that from huge pages into huge pages" : "");
     if (iface->cma_threshold <= iface->cma_max)
         snprintf(buf, len, "cross-memory attach from %zu bytes and for sends that ask for "
                  "one copy%s", iface->cma_threshold, upto);

@@ -206,6 +206,7 @@ static coll_status_t shm_iface_open(const coll_tp_params_t *params, coll_tp_ifac
     iface->super.params = *params;
     iface->wake_fd = -1;
     iface->wake_src.fd = -1;
+    iface->pagemap_fd = -1;
     COLL_CHECK_GOTO(read_params(iface), st, err);
     iface->eps = calloc((size_t)params->nranks, sizeof(*iface->eps));
     if (!iface->eps) {
@@ -233,6 +234,8 @@ static coll_status_t shm_iface_open(const coll_tp_params_t *params, coll_tp_ifac
     }
     if (iface->cma)
         iface->addr.flags |= SHM_ADDR_CMA;
+    if (iface->cma && iface->cma_max != SIZE_MAX)
+        iface->pagemap_fd = shm_pages_open();
     /* without it (old kernel, seccomp) every publishing store is seq_cst */
     iface->membarrier = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0,
                                 0) == 0;
@@ -261,6 +264,8 @@ static coll_status_t shm_iface_close(coll_tp_iface_t *tiface)
     coll_evloop_del(tiface->params.evloop, &iface->wake_src);
     if (iface->wake_fd >= 0)
         close(iface->wake_fd);
+    if (iface->pagemap_fd >= 0)
+        close(iface->pagemap_fd);
     free(iface->bounce);
     free(iface->eps);
     free(iface);

@@ -57,10 +57,16 @@ void shm_set_tx_blocked(shm_ep_t *ep, int blocked, int progress)
 
 /* Could the receiver read a message with this RTS address and length
  * from the sender's memory (choose_way's question)? Only such messages'
- * copies are timed (priv->weighed). */
-static int readable(const shm_ep_t *ep, uint64_t addr, size_t len)
+ * copies are timed (priv->weighed). Above COLL_SHM_CMA_MAX only from huge
+ * pages into huge pages (`dst`; NULL: the sender asks, and cannot know). */
+static int readable(const shm_ep_t *ep, uint64_t addr, size_t len, const void *dst)
 {
-    return addr && ep->iface->cma && len <= ep->iface->cma_max;
+    const shm_iface_t *iface = ep->iface;
+
+    if (!addr || !iface->cma)
+        return 0;
+    return len <= iface->cma_max ||
+           ((addr & SHM_RTS_HUGE) && (!dst || shm_pages_huge(iface->pagemap_fd, dst, len)));
 }
 
 /* When a copy that choose_way weighs starts; 0 (not timed) for a message
@@ -135,8 +141,14 @@ static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
         int one_copy = req->len >= ep->iface->cma_threshold ||
                        (req->hints & COLL_TP_HINT_ONE_COPY);
         uint64_t addr = ep->iface->cma && one_copy ? (uint64_t)(uintptr_t)req->buf : 0;
+        if (addr && req->len > ep->iface->cma_max &&
+            shm_pages_huge(ep->iface->pagemap_fd, req->buf, req->len))
+            addr |= SHM_RTS_HUGE;
         memcpy(slot + SHM_REC_HDR, &addr, sizeof(addr));
-        shm_priv(req)->weighed = readable(ep, addr, req->len);
+        /* a receiver whose buffer is in 4 KiB pages takes the ring: this
+         * copy is then timed as one that could have been read, which
+         * matters little where both sides' buffers are alike */
+        shm_priv(req)->weighed = readable(ep, addr, req->len, NULL);
     }
     rec_commit(ep, slot, bytes);
     return 1;
@@ -473,12 +485,13 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
             coll_match_size_mismatch(req, msg_len);
         return;
     }
-    /* Above COLL_SHM_CMA_MAX the ring's pipelined copies (or folds) are
-     * faster than reading the peer's memory, which is not in cache. */
-    shm_priv(req)->weighed = readable(ep, addr, msg_len);
+    /* Above COLL_SHM_CMA_MAX, in 4 KiB pages, the ring's pipelined copies
+     * (or folds) are faster than reading the peer's memory, which is not
+     * in cache. */
+    shm_priv(req)->weighed = readable(ep, addr, msg_len, req->buf);
     if (shm_priv(req)->weighed && choose_way(ep) == SHM_WAY_READ) {
         shm_priv(req)->peer_id = send_id;
-        shm_priv(req)->addr = addr;
+        shm_priv(req)->addr = addr & ~SHM_RTS_HUGE;
         coll_list_push_back(&ep->rndv_reads, &req->link);
         __atomic_store_n(&ep->reads_due, 1, __ATOMIC_RELAXED);
         return;
