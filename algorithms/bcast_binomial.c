@@ -39,9 +39,11 @@ static void build(coll_sched_t *s)
     } else {
         got = coll_sched_recv(s, a->recvbuf, bytes, (r - mask + p) % p, 0, COLL_NODEPS);
     }
+    /* a rank that sends has nothing else to do (COLL_TP_HINT_WAITS) */
     for (int m = mask >> 1; m > 0; m >>= 1)
         if (v + m < p)
-            coll_sched_send(s, src, bytes, (r + m) % p, 0, COLL_DEPS(got));
+            coll_sched_send_hinted(s, src, bytes, (r + m) % p, 0, COLL_TP_HINT_WAITS,
+                                   COLL_DEPS(got));
 }
 
 static double cost(const coll_cost_in_t *c)

@@ -69,8 +69,9 @@ static void build(coll_sched_t *s)
         root_recvs(s, mask);
         return;
     }
+    /* a rank that sends has nothing else to do then (COLL_TP_HINT_WAITS) */
     if (hi - v == 1) { /* a leaf: just our block */
-        coll_sched_send(s, a->sendbuf, bsz, parent, 0, COLL_NODEPS);
+        coll_sched_send_hinted(s, a->sendbuf, bsz, parent, 0, COLL_TP_HINT_WAITS, COLL_NODEPS);
         return;
     }
     char *tmp = coll_sched_scratch(s, (size_t)(hi - v) * bsz); /* blocks [v, hi) */
@@ -87,10 +88,11 @@ static void build(coll_sched_t *s)
     }
     /* a child of the root may send its range in two pieces */
     int w = v == mask ? wrap_point(a->root, p, v, hi) : hi;
-    coll_sched_send(s, tmp, (size_t)(w - v) * bsz, parent, 0, COLL_DEPS(ready));
+    coll_sched_send_hinted(s, tmp, (size_t)(w - v) * bsz, parent, 0, COLL_TP_HINT_WAITS,
+                           COLL_DEPS(ready));
     if (w < hi)
-        coll_sched_send(s, tmp + (size_t)(w - v) * bsz, (size_t)(hi - w) * bsz, parent, 1,
-                        COLL_DEPS(ready));
+        coll_sched_send_hinted(s, tmp + (size_t)(w - v) * bsz, (size_t)(hi - w) * bsz, parent,
+                               1, COLL_TP_HINT_WAITS, COLL_DEPS(ready));
 }
 
 static double cost(const coll_cost_in_t *c)

@@ -20,8 +20,8 @@ static void build(coll_sched_t *s)
 
     if (bsz == 0)
         return;
-    if (r != a->root) {
-        coll_sched_send(s, a->sendbuf, bsz, a->root, 0, COLL_NODEPS);
+    if (r != a->root) { /* nothing else to do (COLL_TP_HINT_WAITS) */
+        coll_sched_send_hinted(s, a->sendbuf, bsz, a->root, 0, COLL_TP_HINT_WAITS, COLL_NODEPS);
         return;
     }
     if (!a->in_place)

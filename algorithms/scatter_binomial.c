@@ -45,7 +45,7 @@ static void root_sends(coll_sched_t *s, int mask)
      * (4 ranks on 2 cores, 1 MiB: 187-238 us through the ring against
      * 132-134 read in place; forwarding ranks have p > 2 too). With one
      * child both cores copy the ring's pieces at once. */
-    uint32_t hint = p > 2 ? COLL_TP_HINT_ONE_COPY : 0;
+    uint32_t hint = (p > 2 ? COLL_TP_HINT_ONE_COPY : 0) | COLL_TP_HINT_WAITS;
 
     if (!a->in_place)
         coll_sched_copy(s, a->recvbuf, send + (size_t)r * bsz, bsz, COLL_NODEPS);
@@ -94,7 +94,7 @@ static void build(coll_sched_t *s)
         int clo = v + m, chi = clo + m < p ? clo + m : p;
         if (clo < p)
             coll_sched_send_hinted(s, tmp + (size_t)m * bsz, (size_t)(chi - clo) * bsz,
-                                   (r + m) % p, 0, COLL_TP_HINT_ONE_COPY,
+                                   (r + m) % p, 0, COLL_TP_HINT_ONE_COPY | COLL_TP_HINT_WAITS,
                                    COLL_DEPS(got1, got2));
     }
 }

@@ -26,9 +26,11 @@ static void build(coll_sched_t *s)
     }
     if (!a->in_place)
         coll_sched_copy(s, a->recvbuf, send + (size_t)r * bsz, bsz, COLL_NODEPS);
+    /* the root has nothing else to do (COLL_TP_HINT_WAITS) */
     for (int i = 1; i < p; i++) {
         int k = (r + i) % p;
-        coll_sched_send(s, send + (size_t)k * bsz, bsz, k, 0, COLL_NODEPS);
+        coll_sched_send_hinted(s, send + (size_t)k * bsz, bsz, k, 0, COLL_TP_HINT_WAITS,
+                               COLL_NODEPS);
     }
 }
 

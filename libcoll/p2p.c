@@ -220,10 +220,11 @@ static coll_status_t check_peer_tag(struct coll_comm *comm, const char *fn, int 
     return COLL_OK;
 }
 
-/* Enter, check and post: shared by the public send and receive calls. */
+/* Enter, check and post: shared by the public send and receive calls.
+ * `hints`: COLL_TP_HINT_* (transport.h). */
 static coll_status_t user_post(const char *fn, int kind, void *buf, size_t count,
                                coll_datatype_t dt, int peer, int tag, coll_comm_t comm,
-                               struct coll_request **req_p)
+                               uint32_t hints, struct coll_request **req_p)
 {
     size_t bytes = 0;
     coll_status_t st;
@@ -236,7 +237,8 @@ static coll_status_t user_post(const char *fn, int kind, void *buf, size_t count
         st = check_peer_tag(comm, fn, peer, tag);
     if (st == COLL_OK)
         st = post(comm, fn, kind, buf, bytes, peer,
-                  coll_tag_make(COLL_TAG_USER, 0, (uint32_t)tag), tag, NULL, 0, NULL, 0, req_p);
+                  coll_tag_make(COLL_TAG_USER, 0, (uint32_t)tag), tag, NULL, 0, NULL, hints,
+                  req_p);
     coll_comm_exit(comm);
     return st;
 }
@@ -247,21 +249,23 @@ coll_status_t coll_isend(const void *buf, size_t count, coll_datatype_t datatype
                          int tag, coll_comm_t comm, coll_request_t *request)
 {
     return user_post("coll_isend", COLL_REQ_SEND, (void *)buf, count, datatype, peer, tag, comm,
-                     request);
+                     0, request);
 }
 
 coll_status_t coll_irecv(void *buf, size_t count, coll_datatype_t datatype, int peer, int tag,
                          coll_comm_t comm, coll_request_t *request)
 {
-    return user_post("coll_irecv", COLL_REQ_RECV, buf, count, datatype, peer, tag, comm, request);
+    return user_post("coll_irecv", COLL_REQ_RECV, buf, count, datatype, peer, tag, comm, 0,
+                     request);
 }
 
 coll_status_t coll_send(const void *buf, size_t count, coll_datatype_t datatype, int peer,
                         int tag, coll_comm_t comm)
 {
     coll_request_t req;
+    /* nothing else to do until it is sent */
     COLL_CHECK(user_post("coll_send", COLL_REQ_SEND, (void *)buf, count, datatype, peer, tag,
-                         comm, &req));
+                         comm, COLL_TP_HINT_WAITS, &req));
     return coll_wait(&req);
 }
 
@@ -269,7 +273,7 @@ coll_status_t coll_recv(void *buf, size_t count, coll_datatype_t datatype, int p
                         coll_comm_t comm)
 {
     coll_request_t req;
-    COLL_CHECK(user_post("coll_recv", COLL_REQ_RECV, buf, count, datatype, peer, tag, comm,
+    COLL_CHECK(user_post("coll_recv", COLL_REQ_RECV, buf, count, datatype, peer, tag, comm, 0,
                          &req));
     return coll_wait(&req);
 }

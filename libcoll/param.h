@@ -150,6 +150,13 @@ typedef enum coll_param_type {
       "on such messages only (the other way is tried again every 32 messages; where "   \
       "messages go both ways the higher rank takes the lower rank's way); 0: always "   \
       "read")                                                                           \
+    X(SHM_CMA_SHARE, COLL_PARAM_BOOL, "1",                                              \
+      "Shared-memory transport: a sender that waits for a message and nothing else (a "  \
+      "broadcast's root or forwarding rank, a scatter's root, a gather's senders, a "  \
+      "blocking send) copies part of it into the receiver's buffer while the receiver " \
+      "reads the rest, pieces taken from a shared counter; for messages above "        \
+      "COLL_SHM_CMA_MAX where both buffers lie in huge pages, and not where ranks "    \
+      "share CPUs; 0: the receiver reads such messages alone")                         \
     X(SHM_CMA_MAX, COLL_PARAM_SIZE, "2M",                                                \
       "Shared-memory transport: received messages above this size go through the ring "  \
       "again, in cache-sized pieces that both sides copy at once (on the 2-core "        \

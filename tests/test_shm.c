@@ -529,6 +529,140 @@ START_TEST(test_huge_blocks)
 }
 END_TEST
 
+/* ---- blocking sends copied by both ranks (shm_share.c) ---------------------------- */
+
+/* 4 MiB blocking sends each way in turn: the receiver reads pieces while
+ * the waiting sender writes others into its buffer, where both buffers
+ * lie in huge pages and COLL_SHM_CMA_SHARE is on. */
+enum { SHARE_HUGE, SHARE_OFF, SHARE_4K, NSHARE };
+
+static int rank_share(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int c = *(int *)arg, peer = 1 - rank;
+    void *maps[2];
+    size_t map_lens[2];
+    uint8_t *out = pages_alloc(HUGE_MSG, c != SHARE_4K, &maps[0], &map_lens[0]);
+    uint8_t *in = pages_alloc(HUGE_MSG, c != SHARE_4K, &maps[1], &map_lens[1]);
+
+    shm_only_logged(rank);
+    if (c == SHARE_OFF)
+        setenv("COLL_SHM_CMA_SHARE", "0", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK(out && in, "out of memory");
+    for (int k = 0; k < 2 * HUGE_ROUNDS; k++) {
+        if (k % 2 == rank) {
+            harness_fill(out, HUGE_MSG, rank, k);
+            RANK_OK(coll_send(out, HUGE_MSG, COLL_UINT8, peer, k, comm));
+        } else {
+            RANK_OK(coll_recv(in, HUGE_MSG, COLL_UINT8, peer, k, comm));
+            harness_verify(in, HUGE_MSG, peer, k);
+        }
+    }
+    RANK_OK(coll_comm_destroy(comm));
+    munmap(maps[0], map_lens[0]);
+    munmap(maps[1], map_lens[1]);
+    return 0;
+}
+
+/* From rank r's log: messages copied by both, the peer's pieces of them,
+ * all their pieces, our pieces written into the peer; 0 when not logged. */
+static int share_logged(int r, unsigned long v[4])
+{
+    char cmd[512], out[256];
+
+    snprintf(cmd, sizeof(cmd), "grep -o '[0-9]* messages from .* were copied by both of us: it "
+             "wrote [0-9]* of their [0-9]* pieces; we wrote [0-9]*' %s/rank%d.log", log_dir, r);
+    harness_sh(cmd, out, sizeof(out));
+    char *tail = strstr(out, "copied by both");
+    return sscanf(out, "%lu", &v[0]) == 1 && tail &&
+           sscanf(tail, "copied by both of us: it wrote %lu of their %lu pieces; we wrote %lu",
+                  &v[1], &v[2], &v[3]) == 3;
+}
+
+START_TEST(test_shared_copy)
+{
+    static const char *what[] = {"huge pages", "huge pages, COLL_SHM_CMA_SHARE=0",
+                                 "4 KiB pages"};
+    const char *why = no_huge_pages();
+    int c = _i;
+    unsigned long v[2][4];
+
+    if (why && c != SHARE_4K) {
+        printf("test_shm: blocking sends copied by both ranks, %s: skipped: %s\n", what[c], why);
+        return;
+    }
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_msg(harness_run(2, rank_share, &c, 120) == 0, "4 MiB blocking sends, %s", what[c]);
+    for (int r = 0; r < 2; r++) {
+        int logged = share_logged(r, v[r]);
+        if (c != SHARE_HUGE) {
+            ck_assert_msg(!logged, "rank %d: %lu messages copied by both (%s)", r, v[r][0],
+                          what[c]);
+            continue;
+        }
+        /* 16 pieces of 256 KiB a message (shm_share.c, piece_bytes) */
+        ck_assert_msg(logged && v[r][0] == HUGE_ROUNDS && v[r][2] == 16 * HUGE_ROUNDS,
+                      "rank %d: %lu of %d messages copied by both, %lu pieces (logs in %s)", r,
+                      logged ? v[r][0] : 0, HUGE_ROUNDS, logged ? v[r][2] : 0, log_dir);
+    }
+    if (c == SHARE_HUGE) {
+        for (int r = 0; r < 2; r++)
+            ck_assert_msg(v[r][1] == v[1 - r][3], "rank %d counted %lu pieces written by rank "
+                          "%d, which counted %lu", r, v[r][1], 1 - r, v[1 - r][3]);
+        printf("test_shm: blocking sends copied by both ranks: the senders wrote %lu and %lu "
+               "of %d pieces\n", v[1][1], v[0][1], 16 * HUGE_ROUNDS);
+    }
+    harness_tmpdir_remove(log_dir);
+}
+END_TEST
+
+/* A stream of 64 MiB blocking sends from rank 0 to rank 1, in huge pages,
+ * so copied by both: either killed mid-message, the other names it. */
+static int rank_share_stream(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const size_t bytes = 64u << 20;
+    void *map;
+    size_t map_len;
+    uint8_t *buf = pages_alloc(bytes, 1, &map, &map_len);
+    coll_status_t st = COLL_OK;
+
+    (void)arg;
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK(buf, "out of memory");
+    for (int i = 0; st == COLL_OK; i++) {
+        st = rank == 0 ? coll_send(buf, bytes, COLL_UINT8, 1, i & 0xffff, comm)
+                       : coll_recv(buf, bytes, COLL_UINT8, 0, i & 0xffff, comm);
+        if (i == 0 && st == COLL_OK)
+            RANK_CHECK(write(harness_ready_fd, "r", 1) == 1, "ready");
+    }
+    harness_report(comm, rank, st);
+    coll_comm_abort(comm);
+    munmap(map, map_len);
+    return 0;
+}
+
+START_TEST(test_shared_copy_killed)
+{
+    int victim = _i, statuses[2];
+    pid_t pids[2];
+    char expect[64];
+    double t_kill;
+    const char *why = no_huge_pages();
+
+    if (why) {
+        printf("test_shm: a rank killed during a copy by both: skipped: %s\n", why);
+        return;
+    }
+    int reports = harness_kill_mid_transfer(2, victim, rank_share_stream, NULL, pids, statuses,
+                                            30, &t_kill);
+    snprintf(expect, sizeof(expect), "rank %d (pid %d", victim, (int)pids[victim]);
+    harness_check_kill_reports(reports, t_kill, 10.0, expect, 1);
+    ck_assert_msg(WIFEXITED(statuses[1 - victim]) && WEXITSTATUS(statuses[1 - victim]) == 0,
+                  "survivor %d failed", 1 - victim);
+}
+END_TEST
+
 /* ---- a rank killed mid-transfer ------------------------------------------------- */
 
 /* How the 64 MiB messages of a killed stream travel. KILL_CMA_ALL: read
@@ -1246,6 +1380,7 @@ static Suite *shm_suite(void)
     tcase_add_loop_test(tc, test_exchange_one_copy, 0, NEXCH);
     tcase_add_loop_test(tc, test_read_or_ring, 0, NWAYS_CASES);
     tcase_add_loop_test(tc, test_huge_blocks, 0, NHUGE);
+    tcase_add_loop_test(tc, test_shared_copy, 0, NSHARE);
     tcase_add_loop_test(tc, test_parked, 0, NPARK);
     suite_add_tcase(s, tc);
 
@@ -1257,6 +1392,7 @@ static Suite *shm_suite(void)
     tc = tcase_create("fault");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_sigkill_named, 0, 5); /* cma x 3 victims, ring, cma_all */
+    tcase_add_loop_test(tc, test_shared_copy_killed, 0, 2); /* the sender, the receiver */
     tcase_add_loop_test(tc, test_no_leftovers, 0, 3);
     tcase_add_test(tc, test_ring_mismatch);
     tcase_add_test(tc, test_tiny_dev_shm);

@@ -62,6 +62,11 @@ enum coll_mem_kind {
  * may still ask for the copies where they have cost less lately (shm:
  * choose_way). */
 #define COLL_TP_HINT_ONE_COPY 1u
+/* Send: the sender waits for this send and nothing else (a broadcast's
+ * root, a blocking send), so its CPU is free to help move it (shm: it
+ * copies part of the message into the receiver's buffer while the
+ * receiver reads the rest, shm_share.c). */
+#define COLL_TP_HINT_WAITS 2u
 
 /* Wire ids of transports, used to label address blobs in the bootstrap. */
 enum coll_tp_id {

@@ -59,7 +59,7 @@
 #include "util/match.h"
 
 #define SHM_MAGIC 0x316d68736c6c6f63ull /* "collshm1" */
-#define SHM_VERSION 7 /* 7: SHM_RTS_HUGE in RTS addresses; 6: lead_way in the segment header */
+#define SHM_VERSION 8 /* 8: share blocks (shm_share.c); 7: SHM_RTS_HUGE in RTS addresses */
 #define SHM_LINE 64
 #define SHM_REC_HDR 32
 #define SHM_ABORT_TEXT 512
@@ -89,6 +89,11 @@ enum { SHM_WAY_READ, SHM_WAY_RING, SHM_NWAYS };
  * too (shm_pages.c). Linux never gives user space an address with the
  * top bit set (on x86-64 and arm64 that half is the kernel's). */
 #define SHM_RTS_HUGE (1ull << 63)
+/* Set in an RTS's address beside SHM_RTS_HUGE: the sender waits for this
+ * send alone and offers to copy part of it (shm_share.c), in pieces of
+ * about 1 / SHM_SHARE_PIECES of the message. */
+#define SHM_RTS_SHARE (1ull << 62)
+#define SHM_SHARE_PIECES 16
 /* Copies timed per endpoint for that choice (ns per byte, moving averages) */
 enum { SHM_COPY_IN, SHM_COPY_OUT, SHM_COPY_READ, SHM_NCOPIES };
 
@@ -142,6 +147,21 @@ typedef struct shm_ring_ctl {
     _Alignas(SHM_LINE) char abort_text[SHM_ABORT_TEXT];
 } shm_ring_ctl_t;
 
+/* A message that both ranks copy (shm_share.c), published by its
+ * receiver in the block of its side; the claim word and the sender's
+ * count on lines of their own. */
+typedef struct shm_share {
+    /* receiver: (generation << 32), stored after the fields below; either
+     * rank: + 1 claims the next piece */
+    _Alignas(SHM_LINE) uint64_t claim;
+    uint64_t src, dst, len, piece; /* the sender's and the receiver's addresses, bytes */
+    uint32_t send_id;              /* the sender's id from the RTS */
+    /* sender: (generation << 32) + its pieces written, and whether a write
+     * failed; the receiver resets both */
+    _Alignas(SHM_LINE) uint64_t written;
+    uint32_t failed;
+} shm_share_t;
+
 /* The start of a segment; ring 0 carries lo -> hi, ring 1 hi -> lo. */
 typedef struct shm_seg_hdr {
     uint64_t magic;                   /* written last by the creator */
@@ -159,6 +179,7 @@ typedef struct shm_seg_hdr {
     /* lower rank: (choices << 1) | the way (SHM_WAY_*) it took last for a
      * message it could read (shm_msg.c, choose_way); 0: none yet */
     _Alignas(SHM_LINE) uint32_t lead_way;
+    shm_share_t share[2];             /* by the receiver's side */
     shm_ring_ctl_t ctl[2];
 } shm_seg_hdr_t;
 
@@ -234,6 +255,7 @@ typedef struct shm_req_priv {
     uint32_t id;          /* send: our id in RTS */
     uint32_t peer_id;     /* send: the receiver's id from CTS; read: the sender's id */
     uint64_t addr;        /* read: the sender's buffer (RTS) */
+    int share;            /* read: the sender offered to copy part (SHM_RTS_SHARE) */
     size_t data_off;      /* send: payload bytes queued so far */
     int read_seen;        /* send: the peer was seen reading (logged once) */
     int weighed;          /* it could have been read: its copies are timed (choose_way) */
@@ -311,6 +333,16 @@ typedef struct shm_ep {
      * it last changed (lead_way in shm_msg.c) */
     uint32_t lead_seen, lead_idle;
     uint32_t lead_choices;    /* lower rank: choices published in seg->lead_way */
+    /* shm_share.c, as receiver: the shared read waiting for the sender's
+     * pieces (NULL: none), its error, the word the sender's count reaches
+     * then (0: none; the idle hook reads it), the last generation; the
+     * numbers logged at the end: shared reads, their pieces, and of them
+     * the sender's. As sender: pieces we wrote. */
+    coll_tp_req_t *share_req;
+    int share_err;
+    uint64_t share_want;
+    uint64_t share_gen;
+    uint64_t share_reads, share_pieces[2], share_written;
 } shm_ep_t;
 
 struct shm_iface {
@@ -327,6 +359,7 @@ struct shm_iface {
     uint8_t *bounce;          /* SHM_BOUNCE_BYTES for cma_fold, allocated on first use */
     int cma;                  /* we may read peers' memory */
     int cma_adapt;            /* COLL_SHM_CMA_ADAPT */
+    int share;                /* COLL_SHM_CMA_SHARE, until a write is refused */
     int membarrier;           /* registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED */
     int hook_set;
     int ntx_blocked;          /* endpoints whose records wait for room */
@@ -350,6 +383,24 @@ void shm_seg_name(char *buf, size_t len, uint32_t pid, uint64_t nonce, int peer)
  * Linux 6.7). fd: shm_pages_open's, or -1. */
 int shm_pages_open(void);
 int shm_pages_huge(int fd, const void *buf, size_t len);
+
+/* shm_share.c */
+/* Copy len bytes between our `local` and the peer's `remote` (write: to
+ * it) with cross-memory attach: 0, or the errno. */
+int shm_cma(shm_ep_t *ep, void *local, uint64_t remote, size_t len, int write);
+/* Receiver: may req (offered with SHM_RTS_SHARE) be read by both now? */
+int shm_share_usable(const shm_ep_t *ep, const coll_tp_req_t *req);
+/* Receiver: read our pieces of req from the sender's addr: 0 or the errno
+ * when the message is in, -1 when the sender's pieces are still being
+ * written (shm_share_poll ends it with shm_read_end). */
+int shm_share_read(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr);
+int shm_share_poll(shm_ep_t *ep);
+int shm_share_ready(const shm_ep_t *ep);
+/* Receiver: fail the pending shared read, once no write into it is due. */
+void shm_share_abandon(shm_ep_t *ep, coll_status_t status);
+/* Sender: write the pieces the peer left of our sends; 1 when any. */
+int shm_share_help(shm_ep_t *ep);
+int shm_share_offered(const shm_ep_t *ep);
 
 /* shm_iface.c */
 void shm_wake_peer(shm_ep_t *ep);
@@ -411,6 +462,9 @@ void shm_set_tx_blocked(shm_ep_t *ep, int blocked, int progress);
 coll_status_t shm_tx_control(shm_ep_t *ep, const shm_rec_t *rec);
 void shm_ep_fail_requests(shm_ep_t *ep, coll_status_t status);
 void shm_ep_fail_pending_rndv(shm_ep_t *ep, coll_status_t status);
+/* A read from the sender's memory ended with errno err (0: all in): FIN,
+ * or the error, and the request completes. */
+void shm_read_end(shm_ep_t *ep, coll_tp_req_t *req, int err);
 int shm_ep_has_input(const shm_ep_t *ep);
 
 /* shm_mbox.c */

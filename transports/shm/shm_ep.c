@@ -328,11 +328,24 @@ static void log_ways(const shm_ep_t *ep)
               c[SHM_COPY_IN] * 1024, c[SHM_COPY_OUT] * 1024);
 }
 
+/* What shm_share.c did with this peer, each side's share. */
+static void log_shares(const shm_ep_t *ep)
+{
+    if (ep->share_reads == 0 && ep->share_written == 0)
+        return;
+    COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: %llu messages from %s were copied by both of us: "
+              "it wrote %llu of their %llu pieces; we wrote %llu pieces of our messages into "
+              "its memory", ep->iface->super.params.rank, (unsigned long long)ep->share_reads,
+              ep->super.desc, (unsigned long long)ep->share_pieces[1],
+              (unsigned long long)ep->share_pieces[0], (unsigned long long)ep->share_written);
+}
+
 coll_status_t shm_ep_destroy(coll_tp_ep_t *tep)
 {
     shm_ep_t *ep = (shm_ep_t *)tep;
 
     log_ways(ep);
+    log_shares(ep);
     if (ep->state != SHM_EP_CLOSED)
         shm_ep_close(tep, COLL_ERR_ABORTED, NULL);
     while (!coll_list_empty(&ep->txq)) {

@@ -102,6 +102,20 @@ static void copy_timed(shm_ep_t *ep, int copy, uint64_t t0, size_t len)
     *avg = x > 0 ? x : 1e-6; /* 0 means not timed yet */
 }
 
+/* Does the sender of req offer to copy part of it (shm_share.c)? Only
+ * above COLL_SHM_CMA_MAX, and it counts only where both buffers lie in
+ * huge pages (SHM_RTS_HUGE and the receiver's own): in 4 KiB pages the
+ * ring was as fast or faster at every size but 16 MiB, in huge pages the
+ * shared read from 4 MiB up (docs/performance.md). Where ranks share
+ * CPUs, the sender's CPU is the one a receiver would wait for. */
+static int offers_share(const shm_ep_t *ep, const coll_tp_req_t *req)
+{
+    const shm_iface_t *iface = ep->iface;
+
+    return iface->share && iface->cma && !iface->super.crowded &&
+           (req->hints & COLL_TP_HINT_WAITS) && req->len > iface->cma_max;
+}
+
 /* Write one record (or, for DATA, as many chunks as fit). Returns 1 when
  * the item is fully written, 0 when the ring is full. */
 static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
@@ -140,15 +154,16 @@ static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
          * asks for the data through the ring (CTS) */
         int one_copy = req->len >= ep->iface->cma_threshold ||
                        (req->hints & COLL_TP_HINT_ONE_COPY);
-        uint64_t addr = ep->iface->cma && one_copy ? (uint64_t)(uintptr_t)req->buf : 0;
+        int share = offers_share(ep, req);
+        uint64_t addr = ep->iface->cma && (one_copy || share) ? (uint64_t)(uintptr_t)req->buf : 0;
         if (addr && req->len > ep->iface->cma_max &&
             shm_pages_huge(ep->iface->pagemap_fd, req->buf, req->len))
-            addr |= SHM_RTS_HUGE;
+            addr |= share ? SHM_RTS_HUGE | SHM_RTS_SHARE : SHM_RTS_HUGE;
         memcpy(slot + SHM_REC_HDR, &addr, sizeof(addr));
         /* a receiver whose buffer is in 4 KiB pages takes the ring: this
          * copy is then timed as one that could have been read, which
          * matters little where both sides' buffers are alike */
-        shm_priv(req)->weighed = readable(ep, addr, req->len, NULL);
+        shm_priv(req)->weighed = readable(ep, addr, req->len, NULL) && !(addr & SHM_RTS_SHARE);
     }
     rec_commit(ep, slot, bytes);
     return 1;
@@ -279,19 +294,7 @@ coll_status_t shm_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
 /* Read len bytes at the peer's addr into dst: 0, or the errno. */
 static int cma_read(shm_ep_t *ep, void *dst, uint64_t addr, size_t len)
 {
-    size_t done = 0;
-
-    while (done < len) {
-        struct iovec l = {.iov_base = (uint8_t *)dst + done, .iov_len = len - done};
-        struct iovec r = {.iov_base = (void *)(uintptr_t)(addr + done), .iov_len = len - done};
-        ssize_t n = process_vm_readv((pid_t)ep->peer_addr.pid, &l, 1, &r, 1, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? errno : EFAULT;
-        done += (size_t)n;
-    }
-    return 0;
+    return shm_cma(ep, dst, addr, len, 0);
 }
 
 /* A receive that reduces: read the peer's data a cache-sized piece at a
@@ -412,14 +415,13 @@ static void send_cts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id)
     shm_tx_control(ep, &cts);
 }
 
-/* Copy a matched message straight out of the sender's memory, then FIN;
- * where the kernel does not allow it, fall back to the ring for good. */
+/* Copy a matched message straight out of the sender's memory, alone or
+ * with the sender (shm_share.c), then FIN; where the kernel does not allow
+ * it, fall back to the ring for good. */
 static void read_now(shm_ep_t *ep, coll_tp_req_t *req)
 {
     shm_req_priv_t *priv = shm_priv(req);
-    shm_rec_t fin = {.type = SHM_FIN, .id = priv->peer_id};
     uint32_t *reading = &ep->seg->reading[ep->side].v;
-    size_t msg_len = req->len;
     int err;
 
     if (!ep->iface->cma) { /* refused by an earlier read: one INFO line is enough */
@@ -427,12 +429,25 @@ static void read_now(shm_ep_t *ep, coll_tp_req_t *req)
         return;
     }
     __atomic_store_n(reading, 1, __ATOMIC_RELAXED);
-    uint64_t t0 = copy_start(ep, req);
-    err = req->fold ? cma_fold(ep, req, priv->addr, msg_len)
-                    : cma_read(ep, req->buf, priv->addr, msg_len);
+    uint64_t t0 = copy_start(ep, req); /* 0 for a shared read: not weighed */
+    if (priv->share && shm_share_usable(ep, req))
+        err = shm_share_read(ep, req, priv->addr);
+    else
+        err = req->fold ? cma_fold(ep, req, priv->addr, req->len)
+                        : cma_read(ep, req->buf, priv->addr, req->len);
     if (!err)
-        copy_timed(ep, SHM_COPY_READ, t0, msg_len);
+        copy_timed(ep, SHM_COPY_READ, t0, req->len);
     __atomic_store_n(reading, 0, __ATOMIC_RELAXED);
+    if (err >= 0) /* -1: the sender's pieces are still coming (shm_share_poll) */
+        shm_read_end(ep, req, err);
+}
+
+void shm_read_end(shm_ep_t *ep, coll_tp_req_t *req, int err)
+{
+    shm_req_priv_t *priv = shm_priv(req);
+    shm_rec_t fin = {.type = SHM_FIN, .id = priv->peer_id};
+    size_t msg_len = req->len;
+
     /* A sender that leaves fails its large sends nobody answered, then
      * says goodbye: its buffer may be gone, whatever we read. */
     if ((err == 0 || err == ESRCH || err == EFAULT) && ring_has_bye(ep)) {
@@ -488,10 +503,12 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
     /* Above COLL_SHM_CMA_MAX, in 4 KiB pages, the ring's pipelined copies
      * (or folds) are faster than reading the peer's memory, which is not
      * in cache. */
-    shm_priv(req)->weighed = readable(ep, addr, msg_len, req->buf);
-    if (shm_priv(req)->weighed && choose_way(ep) == SHM_WAY_READ) {
+    shm_priv(req)->share = (addr & SHM_RTS_SHARE) && ep->iface->share && !req->fold &&
+                           shm_pages_huge(ep->iface->pagemap_fd, req->buf, msg_len);
+    shm_priv(req)->weighed = !shm_priv(req)->share && readable(ep, addr, msg_len, req->buf);
+    if (shm_priv(req)->share || (shm_priv(req)->weighed && choose_way(ep) == SHM_WAY_READ)) {
         shm_priv(req)->peer_id = send_id;
-        shm_priv(req)->addr = addr & ~SHM_RTS_HUGE;
+        shm_priv(req)->addr = addr & ~(SHM_RTS_HUGE | SHM_RTS_SHARE);
         coll_list_push_back(&ep->rndv_reads, &req->link);
         __atomic_store_n(&ep->reads_due, 1, __ATOMIC_RELAXED);
         return;
@@ -700,7 +717,8 @@ int shm_ep_has_input(const shm_ep_t *ep)
     return (head != __atomic_load_n(&rx->tail, __ATOMIC_RELAXED) &&
             head != __atomic_load_n(&ep->rx_parked_head, __ATOMIC_RELAXED)) ||
            __atomic_load_n(&rx->closed, __ATOMIC_SEQ_CST) ||
-           __atomic_load_n(&ep->reads_due, __ATOMIC_RELAXED) ||
+           __atomic_load_n(&ep->reads_due, __ATOMIC_RELAXED) || shm_share_ready(ep) ||
+           shm_share_offered(ep) ||
            (__atomic_load_n(&ep->tx_blocked, __ATOMIC_RELAXED) &&
             __atomic_load_n(&tx->tail, __ATOMIC_SEQ_CST) !=
                 __atomic_load_n(&ep->tx.tail_cache, __ATOMIC_RELAXED));
@@ -797,6 +815,10 @@ int shm_ep_poll(shm_ep_t *ep)
         moved |= read_due(ep);
         ep->in_rx = 0;
     }
+    if (ep->state == SHM_EP_READY && ep->share_req)
+        moved |= shm_share_poll(ep);
+    if (ep->state == SHM_EP_READY)
+        moved |= shm_share_help(ep);
     return moved;
 }
 
@@ -844,6 +866,7 @@ void shm_ep_fail_pending_rndv(shm_ep_t *ep, coll_status_t status)
         }
     }
     __atomic_store_n(&ep->reads_due, 0, __ATOMIC_RELAXED);
+    shm_share_abandon(ep, status);
     shm_set_tx_blocked(ep, !coll_list_empty(&ep->txq), 0);
 }
 
