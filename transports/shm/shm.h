@@ -342,7 +342,7 @@ typedef struct shm_ep {
     int share_err;
     uint64_t share_want;
     uint64_t share_gen;
-    uint64_t share_reads, share_pieces[2], share_written;
+    uint64_t share_reads, share_pieces, share_pieces_peer, share_written;
 } shm_ep_t;
 
 struct shm_iface {
@@ -388,8 +388,6 @@ int shm_pages_huge(int fd, const void *buf, size_t len);
 /* Copy len bytes between our `local` and the peer's `remote` (write: to
  * it) with cross-memory attach: 0, or the errno. */
 int shm_cma(shm_ep_t *ep, void *local, uint64_t remote, size_t len, int write);
-/* Receiver: may req (offered with SHM_RTS_SHARE) be read by both now? */
-int shm_share_usable(const shm_ep_t *ep, const coll_tp_req_t *req);
 /* Receiver: read our pieces of req from the sender's addr: 0 or the errno
  * when the message is in, -1 when the sender's pieces are still being
  * written (shm_share_poll ends it with shm_read_end). */

@@ -336,8 +336,8 @@ static void log_shares(const shm_ep_t *ep)
     COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: %llu messages from %s were copied by both of us: "
               "it wrote %llu of their %llu pieces; we wrote %llu pieces of our messages into "
               "its memory", ep->iface->super.params.rank, (unsigned long long)ep->share_reads,
-              ep->super.desc, (unsigned long long)ep->share_pieces[1],
-              (unsigned long long)ep->share_pieces[0], (unsigned long long)ep->share_written);
+              ep->super.desc, (unsigned long long)ep->share_pieces_peer,
+              (unsigned long long)ep->share_pieces, (unsigned long long)ep->share_written);
 }
 
 coll_status_t shm_ep_destroy(coll_tp_ep_t *tep)

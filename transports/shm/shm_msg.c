@@ -430,7 +430,8 @@ static void read_now(shm_ep_t *ep, coll_tp_req_t *req)
     }
     __atomic_store_n(reading, 1, __ATOMIC_RELAXED);
     uint64_t t0 = copy_start(ep, req); /* 0 for a shared read: not weighed */
-    if (priv->share && shm_share_usable(ep, req))
+    /* one shared read at a time per peer; later ones are read alone */
+    if (priv->share && ep->iface->share && !ep->share_req)
         err = shm_share_read(ep, req, priv->addr);
     else
         err = req->fold ? cma_fold(ep, req, priv->addr, req->len)

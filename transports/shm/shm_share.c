@@ -63,11 +63,6 @@ static size_t piece_bytes(size_t len)
     return COLL_MAX(COLL_MIN(p, (size_t)1 << 20), (size_t)1 << 16);
 }
 
-int shm_share_usable(const shm_ep_t *ep, const coll_tp_req_t *req)
-{
-    return ep->iface->share && ep->iface->cma && !req->fold && !ep->share_req;
-}
-
 /* Are the sender's pieces of our shared read all in? For the idle hook
  * too (no lock): share_want and the shared word only. */
 int shm_share_ready(const shm_ep_t *ep)
@@ -128,8 +123,8 @@ int shm_share_read(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr)
     ep->share_err = err;
     ep->share_req = req;
     ep->share_reads++;
-    ep->share_pieces[0] += n;
-    ep->share_pieces[1] += k - ours;
+    ep->share_pieces += n;
+    ep->share_pieces_peer += k - ours;
     /* the word `written` reaches once the sender's pieces are all in */
     __atomic_store_n(&ep->share_want, gen << 32 | (k - ours), __ATOMIC_RELAXED);
     return shm_share_ready(ep) ? share_end(ep, req) : -1;
