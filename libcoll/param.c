@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -155,6 +156,42 @@ coll_status_t coll_param_int_range(coll_param_id_t id, int lo, int hi, int rank,
                           "rank %d: %s=%lld is out of range (%d..%d)", rank,
                           param_table[id].name, (long long)v, lo, hi);
     *value_p = (int)v;
+    return COLL_OK;
+}
+
+/* A size as the variables take it: 4K, 64M, 1G where exact, else bytes. */
+static void format_size(size_t n, char *out, size_t cap)
+{
+    static const char suffix[] = "KMG";
+    int k = -1;
+
+    while (k < 2 && n >= 1024 && n % 1024 == 0) {
+        n /= 1024;
+        k++;
+    }
+    if (k < 0)
+        snprintf(out, cap, "%zu", n);
+    else
+        snprintf(out, cap, "%zu%c", n, suffix[k]);
+}
+
+coll_status_t coll_param_size_range(coll_param_id_t id, size_t lo, size_t hi, int rank,
+                                    size_t *value_p)
+{
+    char los[24], his[24];
+    size_t v = 0;
+    coll_status_t st = coll_param_size(id, &v);
+
+    if (st != COLL_OK)
+        return st;
+    if (v < lo || v > hi) {
+        format_size(lo, los, sizeof(los));
+        format_size(hi, his, sizeof(his));
+        return coll_error(COLL_SUBSYS_ENV, COLL_ERR_INVALID_ARG,
+                          "rank %d: %s=%s (%zu bytes) is out of range (%s..%s)", rank,
+                          param_table[id].name, coll_param_raw(id), v, los, his);
+    }
+    *value_p = v;
     return COLL_OK;
 }
 

@@ -286,6 +286,10 @@ coll_status_t coll_param_size(coll_param_id_t id, size_t *value_p);
 /* An integer that must lie in lo..hi; the error names the variable, the
  * range and `rank` (the caller's, for a message that says who). */
 coll_status_t coll_param_int_range(coll_param_id_t id, int lo, int hi, int rank, int *value_p);
+/* The same for a size in bytes (K, M, G suffixes; the range is written
+ * with them where they are exact). */
+coll_status_t coll_param_size_range(coll_param_id_t id, size_t lo, size_t hi, int rank,
+                                    size_t *value_p);
 
 /* Parsers, exposed for tests and fuzzing. Return 0 on success, -1 when
  * `text` is not a well-formed value of that kind. */

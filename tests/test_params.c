@@ -76,6 +76,28 @@ START_TEST(test_param_errors)
 }
 END_TEST
 
+/* A size out of its range names the variable, its value, the range (with
+ * suffixes where exact) and the rank; one inside is taken as it is. */
+START_TEST(test_param_size_range)
+{
+    size_t v = 7;
+    setenv("COLL_TCP_CHUNK", "1K", 1);
+    ck_assert_int_eq(coll_param_size_range(COLL_PARAM_TCP_CHUNK, 4096, 64u << 20, 3, &v),
+                     COLL_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(coll_get_last_error(NULL),
+                         "rank 3: COLL_TCP_CHUNK=1K (1024 bytes) is out of range (4K..64M)"),
+                  "got: %s", coll_get_last_error(NULL));
+    ck_assert(v == 7); /* untouched on error */
+    setenv("COLL_TCP_CHUNK", "100000", 1);
+    ck_assert_int_eq(coll_param_size_range(COLL_PARAM_TCP_CHUNK, 4096, 65000, 0, &v),
+                     COLL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(coll_get_last_error(NULL), "out of range (4K..65000)"));
+    ck_assert_int_eq(coll_param_size_range(COLL_PARAM_TCP_CHUNK, 4096, 1u << 30, 0, &v), COLL_OK);
+    ck_assert(v == 100000);
+    unsetenv("COLL_TCP_CHUNK");
+}
+END_TEST
+
 /* The text of a file of the source tree, NUL-terminated (static buffer). */
 static const char *read_doc(const char *path)
 {
@@ -298,6 +320,7 @@ static Suite *params_suite(void)
     tcase_add_test(tc, test_parse_duration);
     tcase_add_test(tc, test_parse_size_int_bool);
     tcase_add_test(tc, test_param_errors);
+    tcase_add_test(tc, test_param_size_range);
     tcase_add_test(tc, test_env_doc_complete);
     tcase_add_test(tc, test_errors_doc_complete);
     tcase_add_test(tc, test_log_filters);

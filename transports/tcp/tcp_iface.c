@@ -118,33 +118,6 @@ static void listen_handler(void *arg, uint32_t events)
     }
 }
 
-/* A chunk size (COLL_TCP_CHUNK, COLL_TCP_CHUNK_LOCAL), checked. */
-static coll_status_t read_chunk(const tcp_iface_t *iface, coll_param_id_t id, size_t *out)
-{
-    size_t n;
-
-    COLL_CHECK(coll_param_size(id, &n));
-    if (n < 4096 || n > (64u << 20))
-        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: %s=%zu is out of "
-                          "range (4K..64M)", iface->super.params.rank, coll_param_info(id)->name,
-                          n);
-    *out = n;
-    return COLL_OK;
-}
-
-/* An eager window (COLL_TCP_EAGER_WINDOW, its _LOCAL twin), checked. */
-static coll_status_t read_window(const tcp_iface_t *iface, coll_param_id_t id, size_t *out)
-{
-    size_t n;
-
-    COLL_CHECK(coll_param_size(id, &n));
-    if (n > TCP_EAGER_WINDOW_MAX)
-        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "rank %d: %s=%zu is above 1G",
-                          iface->super.params.rank, coll_param_info(id)->name, n);
-    *out = n;
-    return COLL_OK;
-}
-
 /* COLL_TCP_CONGESTION_LOCAL, tried on a socket of our own so that a name
  * the kernel refuses fails here rather than leaving sockets on the default
  * unnoticed; the default name, refused (a kernel without it, a sandbox),
@@ -190,6 +163,7 @@ static coll_status_t read_settings(tcp_iface_t *iface)
 {
     int rank = iface->super.params.rank;
     size_t bufsize;
+    const size_t chunk_min = 4096, chunk_max = 64u << 20;
 
     COLL_CHECK(coll_param_size(COLL_PARAM_TCP_EAGER_LIMIT, &iface->eager_limit));
     COLL_CHECK(coll_param_size(COLL_PARAM_TCP_EAGER_LIMIT_LOCAL, &iface->eager_limit_local));
@@ -200,15 +174,17 @@ static coll_status_t read_settings(tcp_iface_t *iface)
     COLL_CHECK(coll_param_int_range(COLL_PARAM_NSOCKS, 1, TCP_NSOCKS_MAX, rank, &iface->nsocks));
     COLL_CHECK(coll_param_int_range(COLL_PARAM_NSOCKS_LOCAL, 1, TCP_NSOCKS_MAX, rank,
                                     &iface->nsocks_local));
-    COLL_CHECK(read_chunk(iface, COLL_PARAM_TCP_CHUNK, &iface->chunk));
-    COLL_CHECK(read_chunk(iface, COLL_PARAM_TCP_CHUNK_LOCAL, &iface->chunk_local));
-    COLL_CHECK(read_window(iface, COLL_PARAM_TCP_EAGER_WINDOW, &iface->eager_window));
-    COLL_CHECK(read_window(iface, COLL_PARAM_TCP_EAGER_WINDOW_LOCAL, &iface->eager_window_local));
+    COLL_CHECK(coll_param_size_range(COLL_PARAM_TCP_CHUNK, chunk_min, chunk_max, rank,
+                                     &iface->chunk));
+    COLL_CHECK(coll_param_size_range(COLL_PARAM_TCP_CHUNK_LOCAL, chunk_min, chunk_max, rank,
+                                     &iface->chunk_local));
+    COLL_CHECK(coll_param_size_range(COLL_PARAM_TCP_EAGER_WINDOW, 0, TCP_EAGER_WINDOW_MAX, rank,
+                                     &iface->eager_window));
+    COLL_CHECK(coll_param_size_range(COLL_PARAM_TCP_EAGER_WINDOW_LOCAL, 0, TCP_EAGER_WINDOW_MAX,
+                                     rank, &iface->eager_window_local));
     iface->host_hash = coll_host_hash();
-    COLL_CHECK(coll_param_size(COLL_PARAM_SOCKET_BUFSIZE, &bufsize));
-    if (bufsize > (1u << 30))
-        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG, "COLL_SOCKET_BUFSIZE=%zu is "
-                          "above 1G", bufsize);
+    /* SO_SNDBUF and SO_RCVBUF take an int */
+    COLL_CHECK(coll_param_size_range(COLL_PARAM_SOCKET_BUFSIZE, 0, 1u << 30, rank, &bufsize));
     iface->bufsize = (int)bufsize;
     COLL_CHECK(read_congestion(iface));
     iface->hdr_len = iface->super.params.checksum ? TCP_HDR_MAX : TCP_HDR_BYTES;
