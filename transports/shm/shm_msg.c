@@ -58,15 +58,15 @@ void shm_set_tx_blocked(shm_ep_t *ep, int blocked, int progress)
 /* Could the receiver read a message with this RTS address and length
  * from the sender's memory (choose_way's question)? Only such messages'
  * copies are timed (priv->weighed). Above COLL_SHM_CMA_MAX only from huge
- * pages into huge pages (`dst`; NULL: the sender asks, and cannot know). */
-static int readable(const shm_ep_t *ep, uint64_t addr, size_t len, const void *dst)
+ * pages into huge pages (dst_huge: the receiver's buffer is; the sender,
+ * which cannot know, passes 1). */
+static int readable(const shm_ep_t *ep, uint64_t addr, size_t len, int dst_huge)
 {
     const shm_iface_t *iface = ep->iface;
 
     if (!addr || !iface->cma)
         return 0;
-    return len <= iface->cma_max ||
-           ((addr & SHM_RTS_HUGE) && (!dst || shm_pages_huge(iface->pagemap_fd, dst, len)));
+    return len <= iface->cma_max || ((addr & SHM_RTS_HUGE) && dst_huge);
 }
 
 /* When a copy that choose_way weighs starts; 0 (not timed) for a message
@@ -163,7 +163,7 @@ static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
         /* a receiver whose buffer is in 4 KiB pages takes the ring: this
          * copy is then timed as one that could have been read, which
          * matters little where both sides' buffers are alike */
-        shm_priv(req)->weighed = readable(ep, addr, req->len, NULL) && !(addr & SHM_RTS_SHARE);
+        shm_priv(req)->weighed = readable(ep, addr, req->len, 1) && !(addr & SHM_RTS_SHARE);
     }
     rec_commit(ep, slot, bytes);
     return 1;
@@ -504,9 +504,10 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
     /* Above COLL_SHM_CMA_MAX, in 4 KiB pages, the ring's pipelined copies
      * (or folds) are faster than reading the peer's memory, which is not
      * in cache. */
-    shm_priv(req)->share = (addr & SHM_RTS_SHARE) && ep->iface->share && !req->fold &&
-                           shm_pages_huge(ep->iface->pagemap_fd, req->buf, msg_len);
-    shm_priv(req)->weighed = !shm_priv(req)->share && readable(ep, addr, msg_len, req->buf);
+    int dst_huge = (addr & SHM_RTS_HUGE) && ep->iface->cma &&
+                   shm_pages_huge(ep->iface->pagemap_fd, req->buf, msg_len);
+    shm_priv(req)->share = (addr & SHM_RTS_SHARE) && ep->iface->share && !req->fold && dst_huge;
+    shm_priv(req)->weighed = !shm_priv(req)->share && readable(ep, addr, msg_len, dst_huge);
     if (shm_priv(req)->share || (shm_priv(req)->weighed && choose_way(ep) == SHM_WAY_READ)) {
         shm_priv(req)->peer_id = send_id;
         shm_priv(req)->addr = addr & ~(SHM_RTS_HUGE | SHM_RTS_SHARE);
