@@ -329,15 +329,17 @@ END_TEST
 
 /* ---- read or through the ring, by what each costs ----------------------------- */
 
-/* 64 ring all-gathers of 200000-byte blocks on 2 ranks, which the
+/* 128 ring all-gathers of 200000-byte blocks on 2 ranks, which the
  * receiver may read (the ring all-gather's sends ask for one copy). With
  * COLL_SHM_CMA_ADAPT=1 (WAYS_ADAPT) rank 0's first message is read (no
- * read timed yet), then each goes the cheaper way and the other way at
- * least every 32 messages, so both are taken; rank 1 takes the way rank
- * 0 took last, which it has seen for all but its first message or two.
+ * read timed yet), then each goes the cheaper way and the other way
+ * after 32 untaken messages, so both are taken; where every retry lost,
+ * the interval doubled after each (check_retries); rank 1 takes the way
+ * rank 0 took last, which it has seen for all but its first message or
+ * two.
  * With 0 (WAYS_READ) every one is read. With 0 on rank 0 only
  * (WAYS_LEAD_READS) rank 1 reads too, where by its own costs it would
- * try the ring at least every 32 messages. After messages that could
+ * try the ring after 32 messages. After messages that could
  * not have been read (the link probe at init, unread_traffic), whose
  * copies must not price the ways (priced by them, the ring lost to the
  * read for 32 messages, the whole of a short run): WAYS_UNTIMED, one
@@ -345,7 +347,7 @@ END_TEST
  * its log; WAYS_EACH_ONCE, two, of which rank 0 reads the first and
  * takes the ring for the second, each way untried until then. Each
  * rank's log says how many came which way. */
-#define WAY_CALLS 64
+#define WAY_CALLS 128
 enum { WAYS_ADAPT, WAYS_READ, WAYS_LEAD_READS, WAYS_UNTIMED, WAYS_EACH_ONCE, NWAYS_CASES };
 
 static int way_calls(int c)
@@ -368,6 +370,28 @@ static void check_ring_untimed(void)
                   "into the ring %.0f, out of it %.0f; expected the read timed and the ring "
                   "not (its copies were all of messages that could not have been read)",
                   read, in, cout);
+}
+
+/* After a WAYS_ADAPT run: rank 0's retries of the way not taken. Where
+ * none of them was cheaper, each doubled the interval (at most 1024):
+ * in 128 messages at most two (after 32 untaken, then 64), where retries
+ * every 32 would have made three. */
+static void check_retries(void)
+{
+    char cmd[512], out[256];
+    unsigned retries = 0, won = 0, every = 0;
+
+    snprintf(cmd, sizeof(cmd), "grep -o 'retried [0-9]* times, [0-9]* of them cheaper, now "
+             "after [0-9]*' %s/rank0.log", log_dir);
+    harness_sh(cmd, out, sizeof(out));
+    ck_assert_msg(sscanf(out, "retried %u times, %u of them cheaper, now after %u", &retries,
+                         &won, &every) == 3, "rank 0 logged no retries (logs in %s)", log_dir);
+    ck_assert_msg(every >= 32 && every <= 1024 && (every & (every - 1)) == 0,
+                  "rank 0 retries the other way after %u messages", every);
+    if (won == 0)
+        ck_assert_msg(retries <= 2 && every == 32u << retries, "rank 0: %u retries, none "
+                      "cheaper, and now the next after %u messages; expected at most 2 and "
+                      "%u", retries, every, 32u << COLL_MIN(retries, 5u));
 }
 
 static int rank_ways(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -415,6 +439,8 @@ START_TEST(test_read_or_ring)
     }
     if (c == WAYS_UNTIMED)
         check_ring_untimed();
+    if (c == WAYS_ADAPT)
+        check_retries();
     harness_tmpdir_remove(log_dir);
 }
 END_TEST

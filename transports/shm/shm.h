@@ -81,8 +81,14 @@
  * ring, by which costs less CPU time per byte lately (COLL_SHM_CMA_ADAPT;
  * shm_msg.c, choose_way): one read, or the sender's copy into the ring
  * and ours out of it. Which is cheaper changes with where the two CPUs
- * are. The way not taken is tried again after this many messages. */
+ * are. The way not taken is tried again after this many messages, and
+ * after twice as many each time it lost again, up to SHM_WAY_RETRY_MAX:
+ * a retry costs a whole slower copy (2 ranks, all-gather of 1 MiB in a
+ * phase where the ring wins: a read 70-100 us against 25-40, 2-4 us per
+ * call at every 32nd message), while a way that became dearer is left
+ * at once by the averages alone. */
 #define SHM_WAY_RETRY 32
+#define SHM_WAY_RETRY_MAX 1024
 enum { SHM_WAY_READ, SHM_WAY_RING, SHM_NWAYS };
 /* Set in an RTS's address: the message lies in huge pages, so the
  * receiver may read it above COLL_SHM_CMA_MAX where its own buffer does
@@ -326,7 +332,15 @@ typedef struct shm_ep {
      * since each way was last taken, messages taken each way (and of
      * them, the way the lower rank took last) */
     double copy_ns_per_byte[SHM_NCOPIES];
+    uint64_t copies_timed[SHM_NCOPIES];
     uint32_t way_since[SHM_NWAYS];
+    /* the interval of retries (0: SHM_WAY_RETRY), the way being retried
+     * plus one (0: none) and copies_timed of its copy when it was; the
+     * retries judged, and of them those the retried way won */
+    uint32_t retry_every;
+    int retrying;
+    uint64_t retry_mark;
+    uint32_t retries, retries_won;
     uint64_t way_taken[SHM_NWAYS];
     uint64_t way_followed;
     /* higher rank: seg->lead_way at our last choice, and our choices since

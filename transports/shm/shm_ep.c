@@ -322,10 +322,12 @@ static void log_ways(const shm_ep_t *ep)
     COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: of the messages from %s that we could read from "
               "its memory, %llu were read and %llu came through the ring, %llu of them the way "
               "it took last (lately ns/KiB: read %.0f, copy into the ring %.0f, out of it "
-              "%.0f)", ep->iface->super.params.rank, ep->super.desc,
+              "%.0f; the other way retried %u times, %u of them cheaper, now after %u "
+              "messages)", ep->iface->super.params.rank, ep->super.desc,
               (unsigned long long)n[SHM_WAY_READ], (unsigned long long)n[SHM_WAY_RING],
               (unsigned long long)ep->way_followed, c[SHM_COPY_READ] * 1024,
-              c[SHM_COPY_IN] * 1024, c[SHM_COPY_OUT] * 1024);
+              c[SHM_COPY_IN] * 1024, c[SHM_COPY_OUT] * 1024, ep->retries, ep->retries_won,
+              ep->retry_every ? ep->retry_every : SHM_WAY_RETRY);
 }
 
 /* What shm_share.c did with this peer, each side's share. */

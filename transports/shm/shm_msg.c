@@ -96,6 +96,7 @@ static void copy_timed(shm_ep_t *ep, int copy, uint64_t t0, size_t len)
 
     if (t0 == 0 || len == 0)
         return;
+    ep->copies_timed[copy]++;
     x = (double)(coll_time_ns() - t0) / (double)len;
     if (*avg > 0 && x > *avg)
         x = 0.75 * *avg + 0.25 * COLL_MIN(x, 2 * *avg);
@@ -379,10 +380,42 @@ static int lead_way(shm_ep_t *ep)
     return v != 0 && ep->lead_idle <= 1 ? (int)(v & 1) : -1;
 }
 
-/* The lower rank's way lately (lead_way), or cheaper_way's answer, or
- * the other way once it has gone untaken for SHM_WAY_RETRY messages;
- * with COLL_SHM_CMA_ADAPT=0 always the read. The lower rank publishes
- * its choice. */
+/* The copy whose time tells what taking `way` cost us. */
+static int way_copy(int way)
+{
+    return way == SHM_WAY_READ ? SHM_COPY_READ : SHM_COPY_OUT;
+}
+
+/* cheaper_way's answer `way`, or the other way, retried after it went
+ * untaken for ep->retry_every messages (SHM_WAY_RETRY). Once a retry's
+ * copy is timed, the interval doubles where the retried way lost again
+ * and starts over where it won. */
+static int adapt_way(shm_ep_t *ep, int way)
+{
+    uint32_t every = ep->retry_every ? ep->retry_every : SHM_WAY_RETRY;
+
+    if (ep->retrying) {
+        int tried = ep->retrying - 1;
+        if (ep->copies_timed[way_copy(tried)] != ep->retry_mark) {
+            every = way == tried ? SHM_WAY_RETRY : COLL_MIN(2 * every, SHM_WAY_RETRY_MAX);
+            ep->retries++;
+            ep->retries_won += way == tried;
+            ep->retrying = 0;
+        }
+    }
+    ep->retry_every = every;
+    if (ep->way_since[!way] < every)
+        return way;
+    if (!ep->retrying) {
+        ep->retrying = !way + 1;
+        ep->retry_mark = ep->copies_timed[way_copy(!way)];
+    }
+    return !way;
+}
+
+/* The lower rank's way lately (lead_way), or adapt_way's; with
+ * COLL_SHM_CMA_ADAPT=0 always the read. The lower rank publishes its
+ * choice. */
 static int choose_way(shm_ep_t *ep)
 {
     int way = SHM_WAY_READ, led = -1;
@@ -393,9 +426,7 @@ static int choose_way(shm_ep_t *ep)
         way = led;
         ep->way_followed++;
     } else if (ep->iface->cma_adapt) {
-        way = cheaper_way(ep->copy_ns_per_byte);
-        if (ep->way_since[!way] >= SHM_WAY_RETRY)
-            way = !way;
+        way = adapt_way(ep, cheaper_way(ep->copy_ns_per_byte));
     }
     if (ep->side == 0)
         __atomic_store_n(&ep->seg->lead_way, (++ep->lead_choices << 1) | (uint32_t)way,
