@@ -335,7 +335,7 @@ typedef struct shm_ep {
     double copy_ns_per_byte[SHM_NCOPIES];
     uint64_t copies_timed[SHM_NCOPIES];
     uint32_t way_since[SHM_NWAYS];
-    /* the interval of retries (0: SHM_WAY_RETRY), the way being retried
+    /* the interval of retries (SHM_WAY_RETRY at first), the way being retried
      * plus one (0: none) and copies_timed of its copy when it was; the
      * retries judged, and of them those the retried way won */
     uint32_t retry_every;

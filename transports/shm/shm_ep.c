@@ -133,6 +133,7 @@ static shm_ep_t *ep_alloc(shm_iface_t *iface, const coll_peer_info_t *peer, int 
     ep->side = side;
     ep->pidfd = -1;
     ep->pid_src.fd = -1;
+    ep->retry_every = SHM_WAY_RETRY;
     coll_list_init(&ep->txq);
     coll_match_init(&ep->match);
     coll_list_init(&ep->rndv_sends);
@@ -327,7 +328,7 @@ static void log_ways(const shm_ep_t *ep)
               (unsigned long long)n[SHM_WAY_READ], (unsigned long long)n[SHM_WAY_RING],
               (unsigned long long)ep->way_followed, c[SHM_COPY_READ] * 1024,
               c[SHM_COPY_IN] * 1024, c[SHM_COPY_OUT] * 1024, ep->retries, ep->retries_won,
-              ep->retry_every ? ep->retry_every : SHM_WAY_RETRY);
+              ep->retry_every);
 }
 
 /* What shm_share.c did with this peer, each side's share. */

@@ -392,7 +392,7 @@ static int way_copy(int way)
  * and starts over where it won. */
 static int adapt_way(shm_ep_t *ep, int way)
 {
-    uint32_t every = ep->retry_every ? ep->retry_every : SHM_WAY_RETRY;
+    uint32_t every = ep->retry_every;
 
     if (ep->retrying) {
         int tried = ep->retrying - 1;
