@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "algorithms.h"
+#include "copy.h"
 #include "reduce.h"
 
 int coll_mbox_usable(const coll_args_t *a, int nranks, size_t bytes, const char **why)
@@ -104,7 +105,7 @@ coll_status_t coll_mbox_take_blocks(coll_sched_t *s, void *recvbuf)
         if (k == r)
             continue;
         COLL_POLL_CHECK(coll_sched_mbox_get(s, k, bytes, &in));
-        memcpy(COLL_PTR(recvbuf, (size_t)k * a->count, a->esize), in, bytes);
+        coll_memcpy(COLL_PTR(recvbuf, (size_t)k * a->count, a->esize), in, bytes);
     }
     return coll_mbox_release_all(s);
 }
@@ -116,7 +117,7 @@ coll_status_t coll_mbox_take(coll_sched_t *s, int peer, void *dst)
     const void *in;
 
     COLL_POLL_CHECK(coll_sched_mbox_get(s, peer, bytes, &in));
-    memcpy(dst, in, bytes);
+    coll_memcpy(dst, in, bytes);
     return coll_sched_mbox_release(s, peer);
 }
 

@@ -11,6 +11,11 @@
  * timer noise. Buffers are written before timing (pages faulted in,
  * caches warm) and a checksum of the results is printed so that no work
  * can be dropped.
+ *
+ * With -d it times instead memcpy and libcoll's own bulk copy (copy.h)
+ * with the destination 0 to 1024 bytes after the source modulo the page:
+ * glibc's memcpy is many times slower at some of those distances on some
+ * CPUs, and libcoll's copy avoids them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "reduce.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -29,6 +35,12 @@ static double checksum;
 /* Called through a volatile pointer: the compiler cannot inline it, turn
  * it into something cheaper or drop it. */
 static void *(*volatile memcpy_fn)(void *, const void *, size_t) = memcpy;
+
+static void lib_copy(void *dst, const void *src, size_t len)
+{
+    coll_memcpy(dst, src, len);
+}
+static void (*volatile lib_copy_fn)(void *, const void *, size_t) = lib_copy;
 
 static double now_sec(void)
 {
@@ -43,7 +55,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-typedef enum { KIND_MEMCPY, KIND_SUM, KIND_SUM_INPLACE } kind_t;
+typedef enum { KIND_MEMCPY, KIND_LIB_COPY, KIND_SUM, KIND_SUM_INPLACE } kind_t;
 
 /* Median GB/s of output for one kind on `bytes` bytes of output. */
 static double measure(kind_t kind, coll_datatype_t dt, char *a, char *b, char *c, size_t bytes)
@@ -60,6 +72,8 @@ static double measure(kind_t kind, coll_datatype_t dt, char *a, char *b, char *c
             coll_status_t st = COLL_OK;
             if (kind == KIND_MEMCPY)
                 memcpy_fn(c, a, bytes);
+            else if (kind == KIND_LIB_COPY)
+                lib_copy_fn(c, a, bytes);
             else if (kind == KIND_SUM)
                 st = coll_reduce_local(c, a, b, count, dt, COLL_SUM);
             else
@@ -110,14 +124,39 @@ static void fill(char *p, size_t bytes, coll_datatype_t dt, unsigned seed)
     }
 }
 
+/* -d: GB/s of memcpy and of coll_memcpy by the page offset of the
+ * destination after the source's (both buffers page-aligned). */
+static void copy_distances(char *a, char *c, size_t max_bytes)
+{
+    static const size_t sizes[] = {4u << 10, 128u << 10, 1u << 20};
+    static const size_t dist[] = {0, 8, 16, 24, 32, 48, 64, 1024};
+
+    printf("reduce_bench: memcpy and libcoll's copy, GB/s (1e9 B/s), median of %d, by the\n"
+           "destination's offset after the source's modulo 4 KiB\n\n", reps);
+    printf("%10s %8s %10s %10s\n", "size", "offset", "memcpy", "libcoll");
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        for (size_t d = 0; d < sizeof(dist) / sizeof(dist[0]); d++) {
+            if (sizes[s] + dist[d] > max_bytes)
+                continue;
+            fill(a, sizes[s], COLL_FLOAT32, 1);
+            double m = measure(KIND_MEMCPY, COLL_FLOAT32, a, NULL, c + dist[d], sizes[s]);
+            double l = measure(KIND_LIB_COPY, COLL_FLOAT32, a, NULL, c + dist[d], sizes[s]);
+            printf("%7.0f KiB %8zu %10.2f %10.2f\n", (double)sizes[s] / 1024.0, dist[d], m, l);
+        }
+    }
+    printf("\n(checksum %.0f)\n", checksum);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: reduce_bench [-r REPS] [-S] [-m MIB]\n"
+            "usage: reduce_bench [-r REPS] [-S] [-m MIB] [-d]\n"
             "  Times memcpy and the local reduction kernels (coll_reduce_local).\n"
             "  -r REPS  repetitions per measurement, median reported (default 9, max 64)\n"
             "  -S       force the portable scalar kernels\n"
             "  -m MIB   largest size in MiB of output (default 64; sizes 0.25, 1, 4, ... up to it)\n"
+            "  -d       instead: memcpy and libcoll's copy (copy.h) with the destination\n"
+            "           0-1024 bytes after the source modulo 4 KiB, at 4 KiB, 128 KiB, 1 MiB\n"
             "  -h       this help\n"
             "  Rates are GB/s (1e9 bytes/s) of output; ratio = sum / memcpy.\n");
 }
@@ -125,9 +164,9 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     size_t max_mib = 64;
-    int opt;
+    int opt, distances = 0;
 
-    while ((opt = getopt(argc, argv, "r:Sm:h")) != -1) {
+    while ((opt = getopt(argc, argv, "r:Sm:dh")) != -1) {
         switch (opt) {
         case 'r':
             reps = atoi(optarg);
@@ -145,6 +184,9 @@ int main(int argc, char **argv)
                 usage(stderr);
                 return 2;
             }
+            break;
+        case 'd':
+            distances = 1;
             break;
         case 'h':
             usage(stdout);
@@ -164,6 +206,13 @@ int main(int argc, char **argv)
         return 1;
     }
     memset(c, 1, max_bytes);
+    if (distances) {
+        copy_distances(a, c, max_bytes);
+        free(a);
+        free(b);
+        free(c);
+        return 0;
+    }
 
     printf("reduce_bench: kernels %s, median of %d, GB/s of output (1e9 B/s)\n\n",
            coll_reduce_impl(), reps);

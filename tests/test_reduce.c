@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copy.h"
 #include "harness.h"
 #include "reduce.h"
 
@@ -806,6 +807,55 @@ START_TEST(test_copy_local)
 }
 END_TEST
 
+/* coll_memcpy (copy.h) with dst 0-63 bytes after src modulo the page,
+ * where 1-31 take its own loop between COLL_COPY_LOOP_MIN and _MAX, at
+ * lengths around those bounds and around the loop's 64-byte rounds; and
+ * coll_copy_loop itself at every length up to 200. The 64 bytes on either
+ * side of dst must stay untouched. */
+static void check_copy(void (*copy)(void *, const void *, size_t), const char *name,
+                       unsigned char *dst, const unsigned char *src, size_t len)
+{
+    size_t bad = len;
+
+    memset(dst - 64, 0xee, len + 128);
+    copy(dst, src, len);
+    if (memcmp(dst, src, len) != 0)
+        for (bad = 0; dst[bad] == src[bad];)
+            bad++;
+    REQUIRE(bad == len, "%s of %zu bytes, dst %zu bytes after src in the page: byte %zu differs",
+            name, len, ((size_t)(dst - src)) & 4095, bad);
+    for (size_t i = 0; i < 64; i++)
+        REQUIRE(dst[i - 64] == 0xee && dst[len + i] == 0xee,
+                "%s of %zu bytes: wrote outside dst", name, len);
+}
+
+static void memcpy_fn(void *dst, const void *src, size_t len)
+{
+    coll_memcpy(dst, src, len);
+}
+
+START_TEST(test_copy_distances)
+{
+    static const size_t lens[] = {0, 1, 64, COLL_COPY_LOOP_MIN, COLL_COPY_LOOP_MIN + 1,
+                                  COLL_COPY_LOOP_MIN + 63, 4096, 4096 + 65, 128u << 10,
+                                  (128u << 10) + 17, COLL_COPY_LOOP_MAX - 1, COLL_COPY_LOOP_MAX};
+    size_t most = COLL_COPY_LOOP_MAX + 8192;
+    /* page-aligned, so that dst + 64 + d lies d bytes after src + 64 */
+    unsigned char *src = aligned_alloc(4096, most), *dst = aligned_alloc(4096, most + 4096);
+    ck_assert(src && dst);
+
+    for (size_t i = 0; i < most; i++)
+        src[i] = (unsigned char)(i * 131 + (i >> 13));
+    for (size_t li = 0; li < ARRAY_LEN(lens); li++)
+        for (size_t d = 0; d < 64; d++)
+            check_copy(memcpy_fn, "coll_memcpy", dst + 64 + d, src + 64, lens[li]);
+    for (size_t len = 0; len <= 200; len++)
+        check_copy(coll_copy_loop, "coll_copy_loop", dst + 64 + 16, src + 3, len);
+    free(src);
+    free(dst);
+}
+END_TEST
+
 /* All 65536 float16 / bfloat16 values as a, against fixed b values, every
  * op on both paths and the reference; then AVG's division of all of them. */
 START_TEST(test_16bit_exhaustive)
@@ -1246,6 +1296,7 @@ static Suite *reduce_suite(void)
     tcase_add_loop_test(tc, test_paths_identical, 0, ndt);
     tcase_add_test(tc, test_paths_identical_large);
     tcase_add_test(tc, test_copy_local);
+    tcase_add_test(tc, test_copy_distances);
     tcase_add_loop_test(tc, test_16bit_exhaustive, 0, 2);
     suite_add_tcase(s, tc);
 

@@ -38,6 +38,7 @@
 
 #include <string.h>
 
+#include "copy.h"
 #include "evloop.h"
 #include "net.h"
 #include "util.h"
@@ -154,11 +155,11 @@ struct coll_tp_req {
 };
 
 /* memcpy that accepts the NULL buffers of zero-byte messages (memcpy
- * itself may not be given NULL, even for zero bytes). */
+ * itself may not be given NULL, even for zero bytes), and avoids its slow
+ * distances (copy.h). */
 static inline void coll_copy(void *dst, const void *src, size_t len)
 {
-    if (len)
-        memcpy(dst, src, len);
+    coll_memcpy(dst, src, len);
 }
 
 /* Hand `len` received bytes at src, for offset `off` of the message, to

@@ -136,7 +136,7 @@ static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
                            .tag = req->tag, .aux = priv->data_off};
             memcpy(slot, &h, sizeof(h));
             uint64_t t0 = copy_start(ep, req);
-            memcpy(slot + SHM_REC_HDR, (const uint8_t *)req->buf + priv->data_off, len);
+            coll_copy(slot + SHM_REC_HDR, (const uint8_t *)req->buf + priv->data_off, len);
             copy_timed(ep, SHM_COPY_IN, t0, len);
             rec_commit(ep, slot, bytes);
             priv->data_off += len;

@@ -692,7 +692,7 @@ static ssize_t conn_read(tcp_conn_t *c, void *dst, size_t len)
         c->rxbuf_len = (size_t)n;
     }
     n = (ssize_t)COLL_MIN(len, c->rxbuf_len - c->rxbuf_off);
-    memcpy(dst, c->rxbuf + c->rxbuf_off, (size_t)n);
+    coll_copy(dst, c->rxbuf + c->rxbuf_off, (size_t)n);
     c->rxbuf_off += (size_t)n;
     return n;
 }
