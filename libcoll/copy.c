@@ -6,8 +6,16 @@
 /* unaligned 16-byte vectors: SSE2 moves on x86-64, which every CPU has */
 typedef unsigned char coll_v16_t __attribute__((vector_size(16), aligned(1)));
 
-/* GCC would otherwise see the loop as a memcpy and call it */
-__attribute__((optimize("no-tree-loop-distribute-patterns")))
+/* The compiler would otherwise see the loop as a memcpy and call it. */
+#if defined(__clang__)
+#define COPY_LOOP_ATTR __attribute__((no_builtin("memcpy")))
+#elif defined(__GNUC__)
+#define COPY_LOOP_ATTR __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define COPY_LOOP_ATTR
+#endif
+
+COPY_LOOP_ATTR
 void coll_copy_loop(void *dst, const void *src, size_t len)
 {
     unsigned char *d = dst;
