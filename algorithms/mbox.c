@@ -105,7 +105,7 @@ coll_status_t coll_mbox_take_blocks(coll_sched_t *s, void *recvbuf)
         if (k == r)
             continue;
         COLL_POLL_CHECK(coll_sched_mbox_get(s, k, bytes, &in));
-        coll_memcpy(COLL_PTR(recvbuf, (size_t)k * a->count, a->esize), in, bytes);
+        coll_copy(COLL_PTR(recvbuf, (size_t)k * a->count, a->esize), in, bytes);
     }
     return coll_mbox_release_all(s);
 }
@@ -117,7 +117,7 @@ coll_status_t coll_mbox_take(coll_sched_t *s, int peer, void *dst)
     const void *in;
 
     COLL_POLL_CHECK(coll_sched_mbox_get(s, peer, bytes, &in));
-    coll_memcpy(dst, in, bytes);
+    coll_copy(dst, in, bytes);
     return coll_sched_mbox_release(s, peer);
 }
 

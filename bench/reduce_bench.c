@@ -38,7 +38,7 @@ static void *(*volatile memcpy_fn)(void *, const void *, size_t) = memcpy;
 
 static void lib_copy(void *dst, const void *src, size_t len)
 {
-    coll_memcpy(dst, src, len);
+    coll_copy(dst, src, len);
 }
 static void (*volatile lib_copy_fn)(void *, const void *, size_t) = lib_copy;
 
@@ -124,7 +124,7 @@ static void fill(char *p, size_t bytes, coll_datatype_t dt, unsigned seed)
     }
 }
 
-/* -d: GB/s of memcpy and of coll_memcpy by the page offset of the
+/* -d: GB/s of memcpy and of coll_copy by the page offset of the
  * destination after the source's (both buffers page-aligned). */
 static void copy_distances(char *a, char *c, size_t max_bytes)
 {

@@ -38,8 +38,10 @@ static inline int coll_copy_slow_distance(const void *dst, const void *src)
     return d != 0 && d < 32;
 }
 
-/* memcpy(dst, src, len) for bulk data; len may be 0 with NULL pointers. */
-static inline void coll_memcpy(void *dst, const void *src, size_t len)
+/* memcpy(dst, src, len) for bulk data, avoiding its slow distances; it
+ * accepts the NULL buffers of zero-byte messages (memcpy itself may not be
+ * given NULL, even for zero bytes). */
+static inline void coll_copy(void *dst, const void *src, size_t len)
 {
 #if defined(__x86_64__)
     if (len > COLL_COPY_LOOP_MIN && len < COLL_COPY_LOOP_MAX &&

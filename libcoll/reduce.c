@@ -558,7 +558,7 @@ void coll_copy_local(void *dst, const void *src, size_t len)
 
     if (len >= copy_nt_min && t->copy_nt)
         done = t->copy_nt(dst, src, len);
-    coll_memcpy((char *)dst + done, (const char *)src + done, len - done);
+    coll_copy((char *)dst + done, (const char *)src + done, len - done);
 }
 
 coll_status_t coll_reduce_finish_avg(void *buf, size_t count, coll_datatype_t dt, int n)

@@ -807,7 +807,7 @@ START_TEST(test_copy_local)
 }
 END_TEST
 
-/* coll_memcpy (copy.h) with dst 0-63 bytes after src modulo the page,
+/* coll_copy (copy.h) with dst 0-63 bytes after src modulo the page,
  * where 1-31 take its own loop between COLL_COPY_LOOP_MIN and _MAX, at
  * lengths around those bounds and around the loop's 64-byte rounds; and
  * coll_copy_loop itself at every length up to 200. The 64 bytes on either
@@ -831,7 +831,7 @@ static void check_copy(void (*copy)(void *, const void *, size_t), const char *n
 
 static void memcpy_fn(void *dst, const void *src, size_t len)
 {
-    coll_memcpy(dst, src, len);
+    coll_copy(dst, src, len);
 }
 
 START_TEST(test_copy_distances)
@@ -848,7 +848,7 @@ START_TEST(test_copy_distances)
         src[i] = (unsigned char)(i * 131 + (i >> 13));
     for (size_t li = 0; li < ARRAY_LEN(lens); li++)
         for (size_t d = 0; d < 64; d++)
-            check_copy(memcpy_fn, "coll_memcpy", dst + 64 + d, src + 64, lens[li]);
+            check_copy(memcpy_fn, "coll_copy", dst + 64 + d, src + 64, lens[li]);
     for (size_t len = 0; len <= 200; len++)
         check_copy(coll_copy_loop, "coll_copy_loop", dst + 64 + 16, src + 3, len);
     free(src);

@@ -154,14 +154,6 @@ struct coll_tp_req {
     uint8_t scratch[COLL_TP_REQ_SCRATCH] __attribute__((aligned(16)));
 };
 
-/* memcpy that accepts the NULL buffers of zero-byte messages (memcpy
- * itself may not be given NULL, even for zero bytes), and avoids its slow
- * distances (copy.h). */
-static inline void coll_copy(void *dst, const void *src, size_t len)
-{
-    coll_memcpy(dst, src, len);
-}
-
 /* Hand `len` received bytes at src, for offset `off` of the message, to
  * the receive: folded or copied. */
 static inline void coll_tp_deliver(coll_tp_req_t *req, size_t off, const void *src, size_t len)
