@@ -829,11 +829,6 @@ static void check_copy(void (*copy)(void *, const void *, size_t), const char *n
                 "%s of %zu bytes: wrote outside dst", name, len);
 }
 
-static void memcpy_fn(void *dst, const void *src, size_t len)
-{
-    coll_copy(dst, src, len);
-}
-
 START_TEST(test_copy_distances)
 {
     static const size_t lens[] = {0, 1, 64, COLL_COPY_LOOP_MIN, COLL_COPY_LOOP_MIN + 1,
@@ -848,7 +843,7 @@ START_TEST(test_copy_distances)
         src[i] = (unsigned char)(i * 131 + (i >> 13));
     for (size_t li = 0; li < ARRAY_LEN(lens); li++)
         for (size_t d = 0; d < 64; d++)
-            check_copy(memcpy_fn, "coll_copy", dst + 64 + d, src + 64, lens[li]);
+            check_copy(coll_copy, "coll_copy", dst + 64 + d, src + 64, lens[li]);
     for (size_t len = 0; len <= 200; len++)
         check_copy(coll_copy_loop, "coll_copy_loop", dst + 64 + 16, src + 3, len);
     free(src);
