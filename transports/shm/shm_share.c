@@ -73,6 +73,13 @@ int shm_share_ready(const shm_ep_t *ep)
            __atomic_load_n(&ep->seg->share[ep->side].written, __ATOMIC_SEQ_CST) == want;
 }
 
+/* No shared read pending on ep any more. */
+static void share_clear(shm_ep_t *ep)
+{
+    ep->share_req = NULL;
+    __atomic_store_n(&ep->share_want, 0, __ATOMIC_RELAXED);
+}
+
 /* Our shared read is complete: its error, or 0. A write of the sender's
  * that failed is read again, the whole message by us. */
 static int share_end(shm_ep_t *ep, coll_tp_req_t *req)
@@ -80,8 +87,7 @@ static int share_end(shm_ep_t *ep, coll_tp_req_t *req)
     shm_share_t *sh = &ep->seg->share[ep->side];
     int err = ep->share_err;
 
-    ep->share_req = NULL;
-    __atomic_store_n(&ep->share_want, 0, __ATOMIC_RELAXED);
+    share_clear(ep);
     if (!err && __atomic_load_n(&sh->failed, __ATOMIC_ACQUIRE))
         err = shm_cma(ep, req->buf, __atomic_load_n(&sh->src, __ATOMIC_RELAXED), req->len, 0);
     return err;
@@ -250,7 +256,6 @@ void shm_share_abandon(shm_ep_t *ep, coll_status_t status)
     while (!shm_share_ready(ep) && coll_time_ns() < until &&
            !(kill((pid_t)ep->peer_addr.pid, 0) < 0 && errno == ESRCH))
         sched_yield();
-    ep->share_req = NULL;
-    __atomic_store_n(&ep->share_want, 0, __ATOMIC_RELAXED);
+    share_clear(ep);
     req->complete(req, status);
 }
