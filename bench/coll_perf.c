@@ -112,7 +112,7 @@ static double bus_factor(kind_t k, int n)
 typedef struct opts {
     int kind;                        /* -1 until known */
     size_t min_bytes, max_bytes, step_bytes;
-    long step_factor, iters, warmup, agg, check, average, blocking;
+    long step_factor, iters, warmup, agg, check, average, blocking, mem;
     int type_all, op_all, root_all;  /* -d all, -o all, -r all */
     coll_datatype_t dt;
     coll_op_t op;
@@ -141,6 +141,8 @@ static void usage(FILE *f)
         "  -r, --root ROOT         root rank, or all (default 0)\n"
         "  -a, --average N         time across ranks: 0 rank 0, 1 mean, 2 min, 3 max (default 1)\n"
         "  -z, --blocking N        1: blocking calls (default); 0: coll_i* + coll_wait(all)\n"
+        "  -R, --local_register N  1: send and receive buffers from coll_mem_alloc, which\n"
+        "                          ranks on one host read directly; 0: plain memory (default)\n"
         "  -A, --algo NAME         force this algorithm (COLL_ALGO; see collinfo --algos)\n"
         "  -T, --transport NAME    allowed transports (COLL_TRANSPORTS), e.g. shm, verbs, ofi or tcp\n"
         "                          (libfabric; COLL_OFI_PROVIDER picks its provider)\n"
@@ -238,6 +240,7 @@ static int apply_opt(opts_t *o, int c, const char *arg)
     case 'c': o->check = bench_parse_num(PROG, "-c", arg, 0, 1000); break;
     case 'a': o->average = bench_parse_num(PROG, "-a", arg, 0, 3); break;
     case 'z': o->blocking = bench_parse_num(PROG, "-z", arg, 0, 1); break;
+    case 'R': o->mem = bench_parse_num(PROG, "-R", arg, 0, 1); break;
     case 'd': parse_type(o, arg); break;
     case 'o': parse_op(o, arg); break;
     case 'r': parse_root(o, arg); break;
@@ -279,6 +282,7 @@ static void parse_args(opts_t *o, int argc, char **argv)
         {"warmup_iters", required_argument, 0, 'w'}, {"agg_iters", required_argument, 0, 'm'},
         {"check", required_argument, 0, 'c'},      {"average", required_argument, 0, 'a'},
         {"blocking", required_argument, 0, 'z'},   {"datatype", required_argument, 0, 'd'},
+        {"local_register", required_argument, 0, 'R'},
         {"op", required_argument, 0, 'o'},         {"root", required_argument, 0, 'r'},
         {"algo", required_argument, 0, 'A'},       {"transport", required_argument, 0, 'T'},
         {"json", required_argument, 0, 'J'},       {"csv", required_argument, 0, 'S'},
@@ -289,7 +293,7 @@ static void parse_args(opts_t *o, int argc, char **argv)
     opts_defaults(o);
     o->kind = kind_from_argv0(argv[0]);
     opterr = 0; /* our own messages */
-    while ((c = getopt_long(argc, argv, ":C:b:e:i:f:n:w:m:c:a:z:d:o:r:A:T:h", longopts,
+    while ((c = getopt_long(argc, argv, ":C:b:e:i:f:n:w:m:c:a:z:R:d:o:r:A:T:h", longopts,
                             NULL)) != -1) {
         if (c == '?' || c == ':') {
             char opt[64];
@@ -910,12 +914,40 @@ static void check_memory(const bench_t *b)
     exit(BENCH_EXIT_USAGE);
 }
 
+/* A send or receive buffer of b->buf_bytes: plain, or from coll_mem_alloc (-R 1). */
+static void *alloc_msg_buffer(const bench_t *b, const char *what)
+{
+    void *p = NULL;
+    coll_status_t st;
+
+    if (!b->o->mem)
+        return alloc_or_die(b, b->buf_bytes, what);
+    st = coll_mem_alloc(&p, b->buf_bytes ? b->buf_bytes : 1);
+    if (st != COLL_OK) {
+        fprintf(stderr, "%s: rank %d: coll_mem_alloc of %zu bytes for %s: %s (%s)\n", PROG,
+                b->rank, b->buf_bytes, what, coll_status_str(st), coll_get_last_error(NULL));
+        fflush(NULL);
+        coll_comm_abort(b->comm);
+        exit(BENCH_EXIT_FAIL);
+    }
+    memset(p, 0, b->buf_bytes); /* fault the pages in before timing */
+    return p;
+}
+
+static void free_msg_buffer(const bench_t *b, void *p)
+{
+    if (b->o->mem)
+        coll_mem_free(p);
+    else
+        free(p);
+}
+
 static void alloc_buffers(bench_t *b)
 {
     check_memory(b);
     b->buf_bytes = b->o->max_bytes;
-    b->sendbuf = alloc_or_die(b, b->buf_bytes, "the send buffer");
-    b->recvbuf = alloc_or_die(b, b->buf_bytes, "the receive buffer");
+    b->sendbuf = alloc_msg_buffer(b, "the send buffer");
+    b->recvbuf = alloc_msg_buffer(b, "the receive buffer");
     b->expected = alloc_or_die(b, b->o->check ? b->buf_bytes : 0, "the expected result");
     b->iter_us = alloc_or_die(b, (size_t)b->o->iters * sizeof(double), "iteration times");
     b->reqs = alloc_or_die(b, 2 * (size_t)b->o->agg * sizeof(coll_request_t), "requests");
@@ -923,8 +955,8 @@ static void alloc_buffers(bench_t *b)
 
 static void free_buffers(bench_t *b)
 {
-    free(b->sendbuf);
-    free(b->recvbuf);
+    free_msg_buffer(b, b->sendbuf);
+    free_msg_buffer(b, b->recvbuf);
     free(b->expected);
     free(b->iter_us);
     free(b->reqs);
@@ -964,6 +996,8 @@ static void print_header(const bench_t *b)
            "iters: %ld agg iters: %ld validation: %ld graph: 0\n",
            o->min_bytes, o->max_bytes, o->step_factor > 1 ? (size_t)o->step_factor : o->step_bytes,
            o->step_factor > 1 ? "factor" : "bytes", o->warmup, o->iters, o->agg, o->check);
+    if (o->mem)
+        printf("# Send and receive buffers from coll_mem_alloc (-R 1)\n");
     if (o->blocking)
         printf("# Blocking calls (-z 1): each call returns when its result is ready\n");
     else
@@ -990,8 +1024,8 @@ static void open_outputs(bench_t *b)
         fprintf(b->json, ",\"algorithm\":");
         bench_json_string(b->json, b->algo);
         fprintf(b->json, ",\"blocking\":%ld,\"iters\":%ld,\"warmup_iters\":%ld,\"agg_iters\":%ld,"
-                         "\"average\":%ld,\"results\":[",
-                b->o->blocking, b->o->iters, b->o->warmup, b->o->agg, b->o->average);
+                         "\"average\":%ld,\"local_register\":%ld,\"results\":[",
+                b->o->blocking, b->o->iters, b->o->warmup, b->o->agg, b->o->average, b->o->mem);
     }
 }
 

@@ -6,7 +6,7 @@
 #                    [--transport tcp|shm|any] [-b 16] [-e 64M] [-f 4] [--reps 3]
 #                    [--libs libcoll,openmpi,mpich,gloo] [--inplace]
 #                    [-n 20] [-w 5] [--p2p-sizes 1:4M] [--timeout 300]
-#                    [--bind auto|core|none]
+#                    [--bind auto|core|none] [--mem-alloc]
 #                    [--out DIR] [--build DIR] [--verdict] [--report]
 #
 # Default sweep (make compare): all_reduce, float sum, out of place, over
@@ -71,6 +71,10 @@
 # raw/*.csv and raw/*.log (one per run), runs.csv (status of every run),
 # medians.csv, summary.csv (the table, machine-readable),
 # table.txt (what is printed), verdict.txt (one line per rank count).
+#   --mem-alloc libcoll's buffers come from coll_mem_alloc (its benchmarks'
+#               -R 1), which ranks on one host read directly; the peers'
+#               from their usual allocation. Not like for like: a program
+#               must allocate with it to get its speed (docs/api.md)
 #   --verdict   print only the verdict line(s), no progress, e.g. for
 #               make demo: bench/compare.sh --np 4 -e 16M --reps 1 --verdict
 #   --report    run nothing: rebuild the tables of the run in --out from
@@ -108,6 +112,7 @@ BUILD="${BUILD:-build}"
 OUT=""
 VERDICT_ONLY=0
 REPORT_ONLY=0
+MEM_ALLOC=0
 
 CHILDREN=()      # pids of the timeouts running now (killed on a signal)
 GLOO_STORE=""    # the running Gloo job's rendezvous directory
@@ -134,6 +139,7 @@ parse_args() {
         --inplace) INPLACE=1; shift; continue ;;
         --verdict) VERDICT_ONLY=1; shift; continue ;;
         --report) REPORT_ONLY=1; shift; continue ;;
+        --mem-alloc) MEM_ALLOC=1; shift; continue ;;
         -h | --help) usage 0 ;;
         esac
         [ $# -ge 2 ] || die "unknown option '$opt' or it lacks its value (--help lists them)"
@@ -381,7 +387,8 @@ record_env() {
         echo "# limits: $(machine_limits)"
         echo "# packages: $(dpkg-query -W -f='${Package} ${Version}; ' openmpi-bin mpich libucx0 libgloo0 gcc 2>/dev/null)"
         echo "# sweep: np $NPS; $COLLS; transport $TRANSPORT; -b $MINB -e $MAXB -f $FACTOR; p2p $P2P_SIZES;" \
-            "-n $ITERS -w $WARMUP; reps $REPS; timeout ${RUN_TIMEOUT} s/run; bind $BIND"
+            "-n $ITERS -w $WARMUP; reps $REPS; timeout ${RUN_TIMEOUT} s/run; bind $BIND;" \
+            "libcoll's buffers from coll_mem_alloc: $([ "$MEM_ALLOC" -eq 1 ] && echo yes || echo no)"
     } >"$OUT/env.txt"
     # what --report needs to rebuild this run's tables
     printf 'NPS=%q COLLS=%q LIBS=%q REPS=%q INPLACE=%q TRANSPORT=%q\n' \
@@ -413,6 +420,7 @@ libcoll_args() { # COLL CSV
     fi
     common_args | libcoll_transport
     printf '%s\n' -a 3 --csv "$2" # -a 3: time = max over ranks, as the peers
+    [ "$MEM_ALLOC" -eq 0 ] || printf '%s\n' -R 1
 }
 
 # With --transport any libcoll chooses per peer as it does by default: drop

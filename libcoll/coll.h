@@ -134,6 +134,20 @@ COLL_API const char *coll_get_last_error(coll_comm_t comm);
 /* Size in bytes of one element of `datatype`, 0 if it is unknown. */
 COLL_API size_t coll_datatype_size(coll_datatype_t datatype);
 
+/* ---- memory ----------------------------------------------------------- */
+
+/* Host memory that ranks on the same host read directly (as ncclMemAlloc
+ * or MPI_Alloc_mem): a large message sent from it crosses in one plain
+ * copy by its receiver, with no copy through the shared rings and no
+ * cross-memory attach. Usable as any buffer, with every transport and
+ * communicator. `bytes` is rounded up to whole pages; the memory is zeroed
+ * and page aligned. Free with coll_mem_free, never with free(). */
+COLL_API coll_status_t coll_mem_alloc(void **ptr, size_t bytes);
+/* Free memory from coll_mem_alloc; NULL is a no-op. A pointer that did
+ * not come from coll_mem_alloc (or was freed already) is
+ * COLL_ERR_INVALID_ARG. No transfer from or into it may be in flight. */
+COLL_API coll_status_t coll_mem_free(void *ptr);
+
 /* ---- communicators ---------------------------------------------------- */
 
 /* Create a unique id; this process serves as the bootstrap root until all

@@ -164,6 +164,11 @@ typedef enum coll_param_type {
       "speed in 4 KiB pages), unless both the sender's and the receiver's buffers lie "  \
       "wholly in huge pages (Linux 6.7 and later tell), where they may be read as "      \
       "smaller ones are; 0: no limit")                                                   \
+    X(SHM_MAP, COLL_PARAM_BOOL, "1",                                                     \
+      "Shared-memory transport: a large message whose buffer lies in memory from "       \
+      "coll_mem_alloc names its region, and its receiver maps the region (once) and "    \
+      "copies the message straight out of it; 0: such buffers are sent as any other "  \
+      "(on the sender: named to nobody; on the receiver: never mapped)")                \
     X(IB_HCA, COLL_PARAM_STR, "",                                                        \
       "verbs transport: RDMA devices and ports to use, as NCCL_IB_HCA: comma separated " \
       "name prefixes with an optional :port, ^ to exclude, = for exact names (e.g. "     \

@@ -334,9 +334,22 @@ void harness_report(coll_comm_t comm, int rank, coll_status_t st)
 
 coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t bytes)
 {
-    char *out = malloc(bytes), *in = malloc(bytes);
+    return harness_stream_ring_mem(comm, rank, nranks, bytes, 0);
+}
+
+coll_status_t harness_stream_ring_mem(coll_comm_t comm, int rank, int nranks, size_t bytes,
+                                      int mem_alloc)
+{
+    char *out = NULL, *in = NULL;
     coll_status_t st = COLL_OK;
 
+    if (mem_alloc) {
+        RANK_OK(coll_mem_alloc((void **)&out, bytes));
+        RANK_OK(coll_mem_alloc((void **)&in, bytes));
+    } else {
+        out = malloc(bytes);
+        in = malloc(bytes);
+    }
     RANK_CHECK(out && in, "out of memory");
     memset(out, rank, bytes);
     for (int i = 0; st == COLL_OK; i++) {
@@ -352,8 +365,13 @@ coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t
             RANK_CHECK(write(harness_ready_fd, "r", 1) == 1, "ready");
     }
     harness_report(comm, rank, st);
-    free(out); /* ranks are leak-checked under ASan */
-    free(in);
+    if (mem_alloc) {
+        coll_mem_free(out);
+        coll_mem_free(in);
+    } else {
+        free(out); /* ranks are leak-checked under ASan */
+        free(in);
+    }
     return st;
 }
 

@@ -134,6 +134,9 @@ int harness_kill_mid_transfer(int nranks, int victim, harness_rank_fn fn, void *
  * from its left, again and again, until a call fails; that failure goes to
  * harness_report_fd as "<rank> <time> <status> <message>" and is returned. */
 coll_status_t harness_stream_ring(coll_comm_t comm, int rank, int nranks, size_t bytes);
+/* The same from buffers that coll_mem_alloc gave (mem_alloc 1). */
+coll_status_t harness_stream_ring_mem(coll_comm_t comm, int rank, int nranks, size_t bytes,
+                                      int mem_alloc);
 /* Write that report (a rank body's failure) to harness_report_fd. */
 void harness_report(coll_comm_t comm, int rank, coll_status_t st);
 

@@ -19,7 +19,12 @@
  * all-reduce and barrier at 2-8 ranks (blocking, non-blocking beside
  * schedules, in place, every mailbox size up to the slot), a broadcast root
  * as many calls ahead as a mailbox has slots, refused with a reason over
- * TCP, and a rank killed in the middle of it named within 10 s.
+ * TCP, and a rank killed in the middle of it named within 10 s. Memory
+ * from coll_mem_alloc: the call's errors; messages copied out of the
+ * sender's mapped region at every size, early, from more regions than a
+ * receiver keeps, and never from a freed region whose address now holds
+ * other memory; the ring where the receiver maps nothing; collectives in
+ * it at 2 and 4 ranks; a rank killed mid-stream named.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -1397,6 +1402,245 @@ START_TEST(test_parked)
 }
 END_TEST
 
+/* ---- memory from coll_mem_alloc (shm_map.c) ---------------------------------------- */
+
+START_TEST(test_mem_alloc_api)
+{
+    void *p = NULL, *q = (void *)1;
+    int on_stack;
+    long page = sysconf(_SC_PAGESIZE);
+
+    ck_assert_int_eq(coll_mem_alloc(NULL, 4096), COLL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(coll_get_last_error(NULL), "ptr is NULL"));
+    ck_assert_int_eq(coll_mem_alloc(&q, 0), COLL_ERR_INVALID_ARG);
+    ck_assert_msg(q == (void *)1, "a failed coll_mem_alloc set its output");
+    ck_assert_int_eq(coll_mem_alloc(&q, SIZE_MAX), COLL_ERR_INVALID_ARG);
+    ck_assert_int_eq(coll_mem_alloc(&p, 100), COLL_OK);
+    ck_assert_msg(((uintptr_t)p & (uintptr_t)(page - 1)) == 0, "%p is not page aligned", p);
+    for (long i = 0; i < page; i++) /* zeroed, and the whole page is ours */
+        ck_assert_msg(((uint8_t *)p)[i] == 0, "byte %ld is not zero", i);
+    memset(p, 0xab, (size_t)page);
+    ck_assert_int_eq(coll_mem_free((uint8_t *)p + 64), COLL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(coll_get_last_error(NULL), "not at its start"));
+    ck_assert_int_eq(coll_mem_free(&on_stack), COLL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(coll_get_last_error(NULL), "not allocated by coll_mem_alloc"));
+    ck_assert_int_eq(coll_mem_free(NULL), COLL_OK);
+    ck_assert_int_eq(coll_mem_free(p), COLL_OK);
+    ck_assert_int_eq(coll_mem_free(p), COLL_ERR_INVALID_ARG);
+}
+END_TEST
+
+/* How the receiver treats regions an RTS names: MAPS_ON maps them;
+ * MAPS_OFF_RECV: rank 1 maps nothing (COLL_SHM_MAP=0), so below the
+ * single-copy threshold the messages rank 0 names must come through the
+ * ring; MAPS_OFF: neither rank names them. */
+enum { MAPS_ON, MAPS_OFF_RECV, MAPS_OFF, NMAPS };
+static const char *maps_names[] = {"mapped", "the receiver maps nothing (COLL_SHM_MAP=0)",
+                                   "COLL_SHM_MAP=0 on both ranks"};
+#define MAP_REGIONS (SHM_MAPS + 8)   /* more than a receiver keeps mapped */
+#define MAP_REGION_BYTES (256u << 10)
+
+/* Messages copied straight out of the peer's memory, from rank r's log
+ * (-1: none logged). */
+static long mapped_logged(int r)
+{
+    char cmd[512], out[64];
+    long n = -1;
+
+    snprintf(cmd, sizeof(cmd), "grep -o '[0-9]* messages from rank [0-9]* (pid [0-9]* on [^)]*) "
+             "were copied straight' %s/rank%d.log | head -1", log_dir, r);
+    harness_sh(cmd, out, sizeof(out));
+    if (sscanf(out, "%ld", &n) != 1)
+        n = -1;
+    return n;
+}
+
+/* One message from rank 0 to rank 1, checked. */
+static void send_or_check(coll_comm_t comm, int rank, uint8_t *buf, size_t n, int salt)
+{
+    if (rank == 0) {
+        harness_fill(buf, n, 0, salt);
+        RANK_OK(coll_send(buf, n, COLL_UINT8, 1, salt & 0xffff, comm));
+    } else {
+        memset(buf, 0, n);
+        RANK_OK(coll_recv(buf, n, COLL_UINT8, 0, salt & 0xffff, comm));
+        harness_verify(buf, n, 0, salt);
+    }
+}
+
+/* Rank 0 sends from one region at every size, from more regions than a
+ * receiver keeps, and from an address whose region was freed and reused
+ * (by plain memory, then by another region); rank 1 receives into plain
+ * memory and into a region. */
+static int rank_mapped_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int mode = *(int *)arg, salt = 0;
+    uint8_t *big = NULL, *plain = malloc(64u << 20), *reg[MAP_REGIONS];
+
+    shm_only_logged(rank);
+    if (mode == MAPS_OFF || (mode == MAPS_OFF_RECV && rank == 1))
+        setenv("COLL_SHM_MAP", "0", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK(plain, "out of memory");
+    RANK_OK(coll_mem_alloc((void **)&big, (64u << 20) + 4096));
+    /* every size, from 1 byte into the region (an unaligned start) */
+    for (size_t k = 0; k < NSIZES; k++, salt++)
+        send_or_check(comm, rank, rank == 0 ? big + 1 : (k & 1) ? plain : big + 1, sizes[k],
+                      salt);
+    /* messages that arrive before their receive */
+    if (rank == 0) {
+        coll_request_t reqs[4];
+        for (int j = 0; j < 4; j++) {
+            harness_fill(big + (size_t)j * (1u << 20), 1u << 20, 0, 1000 + j);
+            RANK_OK(coll_isend(big + (size_t)j * (1u << 20), 1u << 20, COLL_UINT8, 1, 1000 + j,
+                               comm, &reqs[j]));
+        }
+        RANK_OK(coll_waitall(4, reqs));
+    } else {
+        usleep(100 * 1000);
+        for (int j = 4; j-- > 0;) {
+            RANK_OK(coll_recv(plain, 1u << 20, COLL_UINT8, 0, 1000 + j, comm));
+            harness_verify(plain, 1u << 20, 0, 1000 + j);
+        }
+    }
+    /* more regions than a receiver keeps mapped, twice round */
+    for (int i = 0; i < MAP_REGIONS; i++)
+        RANK_OK(coll_mem_alloc((void **)&reg[i], MAP_REGION_BYTES));
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < MAP_REGIONS; i++, salt++)
+            send_or_check(comm, rank, rank == 0 ? reg[i] : plain, MAP_REGION_BYTES, salt);
+    for (int i = 0; i < MAP_REGIONS; i++)
+        RANK_OK(coll_mem_free(reg[i]));
+    /* a region freed: its address taken by plain memory, then by a new
+     * region; the receiver must see the new bytes each time */
+    uint8_t *r1 = NULL, *r2 = NULL;
+    RANK_OK(coll_mem_alloc((void **)&r1, 1u << 20));
+    send_or_check(comm, rank, r1, 1u << 20, salt++);
+    RANK_OK(coll_mem_free(r1));
+    uint8_t *anon = mmap(r1, 1u << 20, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    RANK_CHECK(anon != MAP_FAILED, "mmap: %s", strerror(errno));
+    send_or_check(comm, rank, anon, 1u << 20, salt++);
+    munmap(anon, 1u << 20);
+    RANK_OK(coll_mem_alloc((void **)&r2, 1u << 20));
+    send_or_check(comm, rank, r2, 1u << 20, salt++);
+    RANK_OK(coll_mem_free(r2));
+    RANK_OK(coll_mem_free(big));
+    free(plain);
+    coll_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(test_mapped_p2p)
+{
+    int mode = _i;
+    /* sizes above the eager limit (a quarter of the 512 KiB ring), the 4
+     * early messages, the regions twice round, the freed one and the new
+     * one (not the plain memory at its address) */
+    long expect = 4 + 2 * MAP_REGIONS + 2;
+
+    for (size_t k = 0; k < NSIZES; k++)
+        expect += sizes[k] > (128u << 10);
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_msg(harness_run(2, rank_mapped_p2p, &mode, 120) == 0, "%s", maps_names[mode]);
+    long got = mapped_logged(1);
+    if (mode == MAPS_ON)
+        ck_assert_msg(got == expect, "rank 1 copied %ld messages out of rank 0's regions, "
+                      "expected %ld (logs in %s)", got, expect, log_dir);
+    else
+        ck_assert_msg(got == -1, "rank 1 copied %ld messages out of rank 0's regions (%s)",
+                      got, maps_names[mode]);
+    harness_tmpdir_remove(log_dir);
+}
+END_TEST
+
+/* Collectives from and into memory from coll_mem_alloc, in and out of
+ * place, checked element by element. */
+static int rank_mapped_colls(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const size_t block = 1u << 20, total = block * (size_t)nranks;
+    int32_t *in = NULL, *out = NULL;
+
+    (void)arg;
+    shm_only_logged(rank);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_OK(coll_mem_alloc((void **)&in, total));
+    RANK_OK(coll_mem_alloc((void **)&out, total));
+    size_t nblk = block / sizeof(int32_t), nall = total / sizeof(int32_t);
+    for (int inplace = 0; inplace < 2; inplace++) {
+        /* all-gather: block r holds r * 1000003 + i */
+        int32_t *src = inplace ? out + (size_t)rank * nblk : in;
+        for (size_t i = 0; i < nblk; i++)
+            src[i] = rank * 1000003 + (int32_t)i;
+        RANK_OK(coll_allgather(src, out, nblk, COLL_INT32, comm));
+        for (size_t i = 0; i < nall; i++)
+            RANK_CHECK(out[i] == (int32_t)(i / nblk) * 1000003 + (int32_t)(i % nblk),
+                       "all-gather (%s): element %zu is %d", inplace ? "in place" : "out of place",
+                       i, out[i]);
+        /* all-reduce: every rank adds rank + i % 1000 */
+        int32_t *ar = inplace ? out : in;
+        for (size_t i = 0; i < nall; i++)
+            ar[i] = rank + (int32_t)(i % 1000);
+        RANK_OK(coll_allreduce(ar, out, nall, COLL_INT32, COLL_SUM, comm));
+        for (size_t i = 0; i < nall; i++)
+            RANK_CHECK(out[i] == nranks * (nranks - 1) / 2 + nranks * (int32_t)(i % 1000),
+                       "all-reduce (%s): element %zu is %d", inplace ? "in place" : "out of place",
+                       i, out[i]);
+        /* all-to-all: block d of rank r holds r * 7919 + d * 31 + i */
+        int32_t *a2a = inplace ? out : in;
+        for (size_t i = 0; i < nall; i++)
+            a2a[i] = rank * 7919 + (int32_t)(i / nblk) * 31 + (int32_t)(i % nblk);
+        RANK_OK(coll_alltoall(a2a, out, nblk, COLL_INT32, comm));
+        for (size_t i = 0; i < nall; i++)
+            RANK_CHECK(out[i] == (int32_t)(i / nblk) * 7919 + rank * 31 + (int32_t)(i % nblk),
+                       "all-to-all (%s): element %zu is %d", inplace ? "in place" : "out of place",
+                       i, out[i]);
+        /* broadcast from the last rank */
+        int32_t *bc = inplace ? out : in;
+        if (rank == nranks - 1)
+            for (size_t i = 0; i < nall; i++)
+                bc[i] = (int32_t)(i * 3);
+        RANK_OK(coll_broadcast(bc, out, nall, COLL_INT32, nranks - 1, comm));
+        for (size_t i = 0; i < nall; i++)
+            RANK_CHECK(out[i] == (int32_t)(i * 3), "broadcast (%s): element %zu is %d",
+                       inplace ? "in place" : "out of place", i, out[i]);
+    }
+    RANK_OK(coll_mem_free(in));
+    RANK_OK(coll_mem_free(out));
+    coll_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(test_mapped_colls)
+{
+    int nranks = _i == 0 ? 2 : 4;
+
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_msg(harness_run(nranks, rank_mapped_colls, NULL, 120) == 0,
+                  "%d ranks, collectives in memory from coll_mem_alloc", nranks);
+    for (int r = 0; r < nranks; r++)
+        ck_assert_msg(mapped_logged(r) > 0, "rank %d copied nothing out of a peer's region "
+                      "(logs in %s)", r, log_dir);
+    harness_tmpdir_remove(log_dir);
+}
+END_TEST
+
+static int rank_stream_mapped(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    harness_stream_ring_mem(comm, rank, nranks, 64u << 20, 1);
+    coll_comm_abort(comm);
+    return 0;
+}
+
+START_TEST(test_mapped_killed)
+{
+    kill_one_of_four(1 + _i, rank_stream_mapped, NULL);
+}
+END_TEST
+
 static Suite *shm_suite(void)
 {
     Suite *s = suite_create("shm");
@@ -1408,6 +1652,14 @@ static Suite *shm_suite(void)
     tcase_add_loop_test(tc, test_huge_blocks, 0, NHUGE);
     tcase_add_loop_test(tc, test_shared_copy, 0, NSHARE);
     tcase_add_loop_test(tc, test_parked, 0, NPARK);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("mapped");
+    tcase_set_timeout(tc, 150);
+    tcase_add_test(tc, test_mem_alloc_api);
+    tcase_add_loop_test(tc, test_mapped_p2p, 0, NMAPS);
+    tcase_add_loop_test(tc, test_mapped_colls, 0, 2); /* 2, 4 ranks */
+    tcase_add_loop_test(tc, test_mapped_killed, 0, 2); /* ranks 1, 2 of 4 */
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fold");

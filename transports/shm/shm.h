@@ -14,6 +14,8 @@
  *   EAGER  tag, len, payload            messages up to the eager limit
  *   RTS    tag, aux=len, id=send id,    "I have len bytes for tag"; the
  *          payload = u64 address        address is for cross-memory attach
+ *          [+ shm_rts_map_t]            and the region from coll_mem_alloc
+ *                                       that holds it (shm_map.c)
  *   CTS    id=send id, aux=recv id      "copy them through the ring"
  *   DATA   id=recv id, aux=offset, len, payload (one chunk)
  *   FIN    id=send id                   "I read them myself" (or dropped
@@ -59,7 +61,7 @@
 #include "util/match.h"
 
 #define SHM_MAGIC 0x316d68736c6c6f63ull /* "collshm1" */
-#define SHM_VERSION 8 /* 8: share blocks (shm_share.c); 7: SHM_RTS_HUGE in RTS addresses */
+#define SHM_VERSION 9 /* 9: mapped regions in RTS (shm_map.c); 8: share blocks (shm_share.c) */
 #define SHM_LINE 64
 #define SHM_REC_HDR 32
 #define SHM_ABORT_TEXT 512
@@ -101,6 +103,29 @@ enum { SHM_WAY_READ, SHM_WAY_RING, SHM_NWAYS };
  * about 1 / SHM_SHARE_PIECES of the message. */
 #define SHM_RTS_SHARE (1ull << 62)
 #define SHM_SHARE_PIECES 16
+/* Set in an RTS's address: the message lies in memory from coll_mem_alloc,
+ * named after the address (shm_rts_map_t); the receiver that maps that
+ * region copies the message straight out of it. SHM_RTS_NOREAD beside it:
+ * a receiver that cannot map it must not read with process_vm_readv
+ * either, but ask for the data through the ring. */
+#define SHM_RTS_MAPPED (1ull << 61)
+#define SHM_RTS_NOREAD (1ull << 60)
+#define SHM_RTS_FLAGS (SHM_RTS_HUGE | SHM_RTS_SHARE | SHM_RTS_MAPPED | SHM_RTS_NOREAD)
+/* A region from coll_mem_alloc as an RTS names it, after the address
+ * (little endian on the wire, like the rest of the record). */
+typedef struct shm_rts_map {
+    uint64_t id;    /* the sender's region: unique in its process */
+    uint64_t base;  /* in the sender's address space */
+    uint64_t len;
+    uint64_t ino;   /* of its memfd: the receiver checks the file it opened */
+    int32_t fd;     /* the memfd, in the sender's process */
+    uint32_t zero;
+} shm_rts_map_t;
+#define SHM_RTS_PLAIN 8 /* payload bytes of an RTS without a region */
+#define SHM_RTS_WITH_MAP (SHM_RTS_PLAIN + sizeof(shm_rts_map_t))
+/* Regions of a peer mapped per endpoint; the least recently used goes. */
+#define SHM_MAPS 32
+
 /* Copies timed per endpoint for that choice (ns per byte, moving averages) */
 enum { SHM_COPY_IN, SHM_COPY_OUT, SHM_COPY_READ, SHM_NCOPIES };
 
@@ -266,6 +291,7 @@ typedef struct shm_req_priv {
     size_t data_off;      /* send: payload bytes queued so far */
     int read_seen;        /* send: the peer was seen reading (logged once) */
     int weighed;          /* it could have been read: its copies are timed (choose_way) */
+    int mapped;           /* read: out of our mapping of the sender's region (shm_map.c) */
 } shm_req_priv_t;
 
 _Static_assert(sizeof(shm_req_priv_t) <= COLL_TP_REQ_SCRATCH, "shm request state too large");
@@ -358,6 +384,14 @@ typedef struct shm_ep {
     uint64_t share_want;
     uint64_t share_gen;
     uint64_t share_reads, share_pieces, share_pieces_peer, share_written;
+    /* shm_map.c, as receiver: the peer's regions mapped (SHM_MAPS of them,
+     * allocated with the first), the clock of their last use, whether the
+     * kernel refused us its memfds (then not asked again), and the
+     * messages copied out of them (logged at the end) */
+    struct shm_map *maps;
+    uint64_t map_clock;
+    int map_refused;
+    uint64_t map_reads;
 } shm_ep_t;
 
 struct shm_iface {
@@ -375,6 +409,7 @@ struct shm_iface {
     int cma;                  /* we may read peers' memory */
     int cma_adapt;            /* COLL_SHM_CMA_ADAPT */
     int share;                /* COLL_SHM_CMA_SHARE, until a write is refused */
+    int map;                  /* COLL_SHM_MAP: name regions from coll_mem_alloc in RTS */
     int membarrier;           /* registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED */
     int hook_set;
     int ntx_blocked;          /* endpoints whose records wait for room */
@@ -414,6 +449,17 @@ void shm_share_abandon(shm_ep_t *ep, coll_status_t status);
 /* Sender: write the pieces the peer left of our sends; 1 when any. */
 int shm_share_help(shm_ep_t *ep);
 int shm_share_offered(const shm_ep_t *ep);
+
+/* shm_map.c */
+/* Sender: 1 and *m when req's buffer lies in a region from coll_mem_alloc
+ * that its RTS should name. */
+int shm_map_offer(const shm_ep_t *ep, const coll_tp_req_t *req, shm_rts_map_t *m);
+/* Receiver: an RTS named a region; map it unless it is mapped already. */
+void shm_map_learn(shm_ep_t *ep, const shm_rts_map_t *m);
+/* Receiver: where the sender's [addr, addr + len) is in our mapping of
+ * its region; NULL when no region mapped holds it. */
+const uint8_t *shm_map_find(shm_ep_t *ep, uint64_t addr, size_t len);
+void shm_map_release(shm_ep_t *ep);
 
 /* shm_iface.c */
 void shm_wake_peer(shm_ep_t *ep);

@@ -349,6 +349,7 @@ coll_status_t shm_ep_destroy(coll_tp_ep_t *tep)
 
     log_ways(ep);
     log_shares(ep);
+    shm_map_release(ep);
     if (ep->state != SHM_EP_CLOSED)
         shm_ep_close(tep, COLL_ERR_ABORTED, NULL);
     while (!coll_list_empty(&ep->txq)) {

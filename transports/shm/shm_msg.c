@@ -117,6 +117,21 @@ static int offers_share(const shm_ep_t *ep, const coll_tp_req_t *req)
            (req->hints & COLL_TP_HINT_WAITS) && req->len > iface->cma_max;
 }
 
+/* The address in an RTS that a receiver may read with process_vm_readv,
+ * with its SHM_RTS_HUGE and SHM_RTS_SHARE; 0: it asks for the data
+ * through the ring (CTS). */
+static uint64_t rts_addr(const shm_ep_t *ep, const coll_tp_req_t *req)
+{
+    int one_copy = req->len >= ep->iface->cma_threshold || (req->hints & COLL_TP_HINT_ONE_COPY);
+    int share = offers_share(ep, req);
+    uint64_t addr = ep->iface->cma && (one_copy || share) ? (uint64_t)(uintptr_t)req->buf : 0;
+
+    if (addr && req->len > ep->iface->cma_max &&
+        shm_pages_huge(ep->iface->pagemap_fd, req->buf, req->len))
+        addr |= share ? SHM_RTS_HUGE | SHM_RTS_SHARE : SHM_RTS_HUGE;
+    return addr;
+}
+
 /* Write one record (or, for DATA, as many chunks as fit). Returns 1 when
  * the item is fully written, 0 when the ring is full. */
 static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
@@ -144,6 +159,10 @@ static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
         }
         return 1;
     }
+    shm_rts_map_t map;
+    int mapped = tx->rec.type == SHM_RTS && shm_map_offer(ep, req, &map);
+    if (tx->rec.type == SHM_RTS)
+        tx->rec.len = mapped ? SHM_RTS_WITH_MAP : SHM_RTS_PLAIN;
     size_t bytes = shm_rec_bytes(tx->rec.len);
     if (!(slot = shm_ring_reserve(&ep->tx, bytes)))
         return 0;
@@ -151,20 +170,17 @@ static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
     if (tx->rec.type == SHM_EAGER) {
         coll_copy(slot + SHM_REC_HDR, req->buf, req->len);
     } else if (tx->rec.type == SHM_RTS) {
-        /* the address a receiver may read with process_vm_readv; 0: it
-         * asks for the data through the ring (CTS) */
-        int one_copy = req->len >= ep->iface->cma_threshold ||
-                       (req->hints & COLL_TP_HINT_ONE_COPY);
-        int share = offers_share(ep, req);
-        uint64_t addr = ep->iface->cma && (one_copy || share) ? (uint64_t)(uintptr_t)req->buf : 0;
-        if (addr && req->len > ep->iface->cma_max &&
-            shm_pages_huge(ep->iface->pagemap_fd, req->buf, req->len))
-            addr |= share ? SHM_RTS_HUGE | SHM_RTS_SHARE : SHM_RTS_HUGE;
-        memcpy(slot + SHM_REC_HDR, &addr, sizeof(addr));
+        uint64_t addr = rts_addr(ep, req);
         /* a receiver whose buffer is in 4 KiB pages takes the ring: this
          * copy is then timed as one that could have been read, which
          * matters little where both sides' buffers are alike */
-        shm_priv(req)->weighed = readable(ep, addr, req->len, 1) && !(addr & SHM_RTS_SHARE);
+        shm_priv(req)->weighed =
+            !mapped && readable(ep, addr, req->len, 1) && !(addr & SHM_RTS_SHARE);
+        if (mapped) {
+            addr = (addr ? addr : (uint64_t)(uintptr_t)req->buf | SHM_RTS_NOREAD) | SHM_RTS_MAPPED;
+            memcpy(slot + SHM_REC_HDR + SHM_RTS_PLAIN, &map, sizeof(map));
+        }
+        memcpy(slot + SHM_REC_HDR, &addr, sizeof(addr));
     }
     rec_commit(ep, slot, bytes);
     return 1;
@@ -282,8 +298,8 @@ coll_status_t shm_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
         priv->tx.rec = (shm_rec_t){.type = SHM_EAGER, .len = (uint32_t)req->len, .tag = req->tag};
     } else {
         priv->id = ep->next_send_id++;
-        priv->tx.rec = (shm_rec_t){.type = SHM_RTS, .len = 8, .id = priv->id, .tag = req->tag,
-                                   .aux = req->len};
+        priv->tx.rec = (shm_rec_t){.type = SHM_RTS, .len = SHM_RTS_PLAIN, .id = priv->id,
+                                   .tag = req->tag, .aux = req->len};
         coll_list_push_back(&ep->rndv_sends, &req->link);
     }
     tx_send(ep, &priv->tx);
@@ -446,6 +462,26 @@ static void send_cts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id)
     shm_tx_control(ep, &cts);
 }
 
+/* Copy or fold a matched message out of our mapping of the sender's
+ * region (shm_map.c), then FIN; through the ring where the mapping went
+ * since the RTS matched. */
+static void read_mapped(shm_ep_t *ep, coll_tp_req_t *req)
+{
+    shm_req_priv_t *priv = shm_priv(req);
+    uint32_t *reading = &ep->seg->reading[ep->side].v;
+    const uint8_t *src = shm_map_find(ep, priv->addr, req->len);
+
+    if (!src) {
+        send_cts(ep, req, priv->peer_id);
+        return;
+    }
+    __atomic_store_n(reading, 1, __ATOMIC_RELAXED);
+    coll_tp_deliver(req, 0, src, req->len);
+    __atomic_store_n(reading, 0, __ATOMIC_RELAXED);
+    ep->map_reads++;
+    shm_read_end(ep, req, 0);
+}
+
 /* Copy a matched message straight out of the sender's memory, alone or
  * with the sender (shm_share.c), then FIN; where the kernel does not allow
  * it, fall back to the ring for good. */
@@ -455,6 +491,10 @@ static void read_now(shm_ep_t *ep, coll_tp_req_t *req)
     uint32_t *reading = &ep->seg->reading[ep->side].v;
     int err;
 
+    if (priv->mapped) {
+        read_mapped(ep, req);
+        return;
+    }
     if (!ep->iface->cma) { /* refused by an earlier read: one INFO line is enough */
         send_cts(ep, req, priv->peer_id);
         return;
@@ -519,6 +559,15 @@ void shm_read_end(shm_ep_t *ep, coll_tp_req_t *req, int err)
     send_cts(ep, req, priv->peer_id);
 }
 
+/* Leave req to read_due: the sender's message at addr. */
+static void read_later(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, uint64_t addr)
+{
+    shm_priv(req)->peer_id = send_id;
+    shm_priv(req)->addr = addr;
+    coll_list_push_back(&ep->rndv_reads, &req->link);
+    __atomic_store_n(&ep->reads_due, 1, __ATOMIC_RELAXED);
+}
+
 /* Answer an RTS that matched `req` (NULL: nobody will ever take it). A
  * read from the sender's memory waits for the end of the next poll
  * (shm.h); so do the receives matched after it. */
@@ -532,6 +581,16 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
             coll_match_size_mismatch(req, msg_len);
         return;
     }
+    shm_priv(req)->mapped = 0;
+    if (addr & SHM_RTS_MAPPED) {
+        if (shm_map_find(ep, addr & ~SHM_RTS_FLAGS, msg_len)) {
+            shm_priv(req)->mapped = 1;
+            shm_priv(req)->share = shm_priv(req)->weighed = 0;
+            read_later(ep, req, send_id, addr & ~SHM_RTS_FLAGS);
+            return;
+        }
+        addr = (addr & SHM_RTS_NOREAD) ? 0 : addr & ~SHM_RTS_MAPPED;
+    }
     /* Above COLL_SHM_CMA_MAX, in 4 KiB pages, the ring's pipelined copies
      * (or folds) are faster than reading the peer's memory, which is not
      * in cache. */
@@ -540,10 +599,7 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
     shm_priv(req)->share = (addr & SHM_RTS_SHARE) && ep->iface->share && !req->fold && dst_huge;
     shm_priv(req)->weighed = !shm_priv(req)->share && readable(ep, addr, msg_len, dst_huge);
     if (shm_priv(req)->share || (shm_priv(req)->weighed && choose_way(ep) == SHM_WAY_READ)) {
-        shm_priv(req)->peer_id = send_id;
-        shm_priv(req)->addr = addr & ~(SHM_RTS_HUGE | SHM_RTS_SHARE);
-        coll_list_push_back(&ep->rndv_reads, &req->link);
-        __atomic_store_n(&ep->reads_due, 1, __ATOMIC_RELAXED);
+        read_later(ep, req, send_id, addr & ~SHM_RTS_FLAGS);
         return;
     }
     send_cts(ep, req, send_id);
@@ -592,12 +648,17 @@ static void on_rts(shm_ep_t *ep, const shm_rec_t *h, const uint8_t *payload)
     uint64_t addr;
     coll_tp_req_t *req;
 
-    if (h->len != sizeof(addr)) {
+    if (h->len != SHM_RTS_PLAIN && h->len != SHM_RTS_WITH_MAP) {
         shm_ep_fail(ep, COLL_ERR_PROTOCOL, "%s sent a malformed request-to-send (%u bytes)",
                     ep->super.desc, h->len);
         return;
     }
     memcpy(&addr, payload, sizeof(addr));
+    if (h->len == SHM_RTS_WITH_MAP && (addr & SHM_RTS_MAPPED) && ep->iface->map) {
+        shm_rts_map_t map;
+        memcpy(&map, payload + SHM_RTS_PLAIN, sizeof(map));
+        shm_map_learn(ep, &map);
+    }
     req = coll_match_take_posted(&ep->match, h->tag);
     if (req) {
         answer_rts(ep, req, h->id, h->aux, addr);
