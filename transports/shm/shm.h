@@ -24,8 +24,8 @@
  * With COLL_CHECKSUM=1 (the same on every rank, checked at init), `flags`
  * holds the CRC-32C of the record (header with flags 0, then payload),
  * PAD records excepted; the reader checks it before acting on the record.
- * Data read with process_vm_readv is not covered: the kernel copies it from
- * the sender's memory, it never passes through the ring.
+ * Data read with process_vm_readv, or out of a mapping of the sender's
+ * memory (shm_map.c), is not covered: it never passes through the ring.
  * An abort is not a record (the ring may be full): the text goes into the
  * ring's control block and `closed` is set.
  *
