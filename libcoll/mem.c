@@ -28,7 +28,7 @@ int coll_mem_find(const void *buf, size_t len, coll_mem_region_t *out)
     pthread_mutex_lock(&mem_lock);
     for (size_t i = 0; i < nregions && !found; i++) {
         const coll_mem_region_t *r = &regions[i];
-        if (a >= r->base && a - r->base <= r->len && len <= r->len - (a - r->base)) {
+        if (coll_span_within(a, len, r->base, r->len)) {
             *out = *r;
             found = 1;
         }

@@ -19,6 +19,13 @@
 #define COLL_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define COLL_PRINTF(f, a) __attribute__((format(printf, f, a)))
 
+/* Does [addr, addr + len) lie wholly in [base, base + span)? Written so
+ * that no sum can wrap. */
+static inline int coll_span_within(uint64_t addr, uint64_t len, uint64_t base, uint64_t span)
+{
+    return addr >= base && addr - base <= span && len <= span - (addr - base);
+}
+
 /* memset(p, 0, n) through the C library's vector stores. For a constant n
  * of a few hundred bytes GCC emits an inline `rep stosq`, whose start-up
  * cost (tens of cycles) made clearing a request and the call's arguments

@@ -159,8 +159,7 @@ const uint8_t *shm_map_find(shm_ep_t *ep, uint64_t addr, size_t len)
         return NULL;
     for (int i = 0; i < SHM_MAPS; i++) {
         shm_map_t *s = &ep->maps[i];
-        if (s->local && addr >= s->base && addr - s->base <= s->len &&
-            len <= s->len - (addr - s->base)) {
+        if (s->local && coll_span_within(addr, len, s->base, s->len)) {
             s->used = ++ep->map_clock;
             return s->local + (addr - s->base);
         }
