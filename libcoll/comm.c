@@ -565,7 +565,21 @@ static coll_status_t open_iface(struct coll_comm *comm, const coll_tp_ops_t *ops
     return COLL_OK;
 }
 
-static coll_status_t open_ifaces(struct coll_comm *comm, uint64_t deadline_ns)
+/* How many ranks share our host, as far as anything says before the
+ * bootstrap: the launcher or the parent (args), else COLL_LOCAL_SIZE, which
+ * may describe a larger job than this communicator; 0 when unknown. */
+static coll_status_t local_size_hint(const coll_init_args_t *a, int *n_p)
+{
+    int64_t n = a->local_size;
+
+    if (n == 0 && coll_param_is_set(COLL_PARAM_LOCAL_SIZE))
+        COLL_CHECK(coll_param_int(COLL_PARAM_LOCAL_SIZE, &n));
+    *n_p = n < 1 ? 0 : n > a->nranks ? a->nranks : (int)n;
+    return COLL_OK;
+}
+
+static coll_status_t open_ifaces(struct coll_comm *comm, const coll_init_args_t *a,
+                                 uint64_t deadline_ns)
 {
     int count;
     const coll_tp_ops_t *const *reg = coll_tp_registry(&count);
@@ -583,6 +597,7 @@ static coll_status_t open_ifaces(struct coll_comm *comm, uint64_t deadline_ns)
 
     COLL_CHECK(coll_param_duration_ns(COLL_PARAM_HANDSHAKE_TIMEOUT, &params.handshake_timeout_ns));
     COLL_CHECK(coll_param_int(COLL_PARAM_TEST_CORRUPT_FRAME, &params.test_corrupt_frame));
+    COLL_CHECK(local_size_hint(a, &params.local_size));
     COLL_CHECK(open_iface(comm, coll_tp_self_ops(), &params));
     /* A transport named in COLL_TRANSPORTS must work: one whose hardware
      * is missing fails init instead of being skipped silently. */
@@ -1088,7 +1103,7 @@ coll_status_t coll_comm_init_internal(const coll_init_args_t *a, struct coll_com
     COLL_CHECK_GOTO(comm_alloc(a, &comm), st, out);
     comm->parent_abort = a->parent_abort;
     deadline_ns = t0 + comm->timeout_ns;
-    COLL_CHECK_GOTO(open_ifaces(comm, deadline_ns), st, out);
+    COLL_CHECK_GOTO(open_ifaces(comm, a, deadline_ns), st, out);
     COLL_CHECK_GOTO(exchange_and_connect(comm, a, deadline_ns, &root), st, out);
     coll_measure_local_costs(&comm->gamma, &comm->copy);
     comm->state = COLL_COMM_LIVE;

@@ -185,6 +185,8 @@ typedef struct coll_init_args {
     struct coll_root *root;        /* a root this process runs for the job */
     const char *how;               /* "unique id", "torchrun", ... for logs */
     const int *parent_abort;       /* split: the parent's abort_requested */
+    int local_size;                /* ranks on our host, from the launcher or the parent
+                                    * (split); 0: not known before the bootstrap */
 } coll_init_args_t;
 
 /* Build a communicator: bootstrap, choose a transport per peer, connect.

@@ -67,6 +67,11 @@ static int list_members(struct coll_comm *comm, const uint8_t *all, int color,
     return m;
 }
 
+static int same_host(const struct coll_comm *comm, int rank)
+{
+    return comm->peers[rank].info.host_hash == comm->peers[comm->rank].info.host_hash;
+}
+
 /* The leader starts a root and sends the id; the others receive it. */
 static coll_status_t share_id(struct coll_comm *comm, uint32_t seq, const split_member_t *members,
                               int m, coll_uid_t *uid, struct coll_root **root_p)
@@ -132,9 +137,11 @@ coll_status_t coll_comm_split(coll_comm_t comm, int color, int key, coll_comm_t 
     if (color == COLL_SPLIT_NOCOLOR)
         goto out;
     m = list_members(comm, all, color, members);
-    for (int i = 0; i < m; i++)
+    for (int i = 0; i < m; i++) {
         if (members[i].rank == comm->rank)
             args.rank = i;
+        args.local_size += same_host(comm, members[i].rank);
+    }
     args.nranks = m;
     COLL_CHECK_GOTO(share_id(comm, seq, members, m, &args.uid, &args.root), st, out);
 out:

@@ -11,4 +11,9 @@
  * in outlen bytes (never a cut name). */
 int coll_slurm_first_host(const char *list, char *out, size_t outlen);
 
+/* Tasks per node of a Slurm step ("2(x3),1": counts in node order, a run
+ * of equal counts as "count(xrepeat)"): the count when every node runs
+ * the same, 0 when they differ, -1 when the text cannot be read. */
+int coll_slurm_uniform_tasks(const char *spec);
+
 #endif /* COLL_ENV_H */

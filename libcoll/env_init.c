@@ -106,6 +106,44 @@ int coll_slurm_first_host(const char *list, char *out, size_t outlen)
     return 0;
 }
 
+/* One item of a tasks-per-node list, "4" or "4(x16)", at *pp: its count,
+ * or -1 when it cannot be read. Moves *pp past it. */
+static long slurm_tasks_item(const char **pp)
+{
+    const char *p = *pp;
+    char *end;
+    long n;
+
+    if (*p < '0' || *p > '9')
+        return -1;
+    n = strtol(p, &end, 10);
+    if (*end == '(') {
+        if (end[1] != 'x' || end[2] < '0' || end[2] > '9' || strtol(end + 2, &end, 10) < 1 ||
+            *end++ != ')')
+            return -1;
+    }
+    *pp = end;
+    return n >= 1 && n <= INT32_MAX ? n : -1;
+}
+
+int coll_slurm_uniform_tasks(const char *spec)
+{
+    long common = 0;
+    int same = 1;
+
+    for (const char *p = spec;; p++) {
+        long n = slurm_tasks_item(&p);
+        if (n < 0)
+            return -1;
+        same &= common == 0 || n == common;
+        common = n;
+        if (*p == '\0')
+            return same ? (int)common : 0;
+        if (*p != ',')
+            return -1;
+    }
+}
+
 static void derive_port(env_job_t *job, const char *from)
 {
     uint8_t digest[COLL_SHA256_BYTES];
@@ -151,6 +189,13 @@ static coll_status_t detect_slurm(env_job_t *job)
     COLL_CHECK(read_rank_size(job, "SLURM_PROCID", env("SLURM_NTASKS") ? "SLURM_NTASKS"
                                                                         : "SLURM_NPROCS"));
     COLL_CHECK(env_int("SLURM_LOCALID", 0, job->nranks - 1, &job->local_rank));
+    /* Without our node's index in the step's list, only a count that every
+     * node shares is ours (srun --ntasks-per-node, or -N n -n k*n). */
+    if (env("SLURM_STEP_TASKS_PER_NODE")) {
+        int per_node = coll_slurm_uniform_tasks(env("SLURM_STEP_TASKS_PER_NODE"));
+        if (per_node >= 1 && per_node <= job->nranks)
+            job->local_size = per_node;
+    }
     /* the node list matters only when nothing names the master */
     for (size_t i = 0; i < COLL_ARRAY_LEN(lists) && !job->master[0] && !env("COLL_MASTER_ADDR") &&
                        !env("MASTER_ADDR"); i++) {
@@ -333,6 +378,7 @@ coll_status_t coll_comm_init_env(coll_comm_t *comm_p, const coll_config_t *confi
     COLL_CHECK(detect(&job));
     a.rank = job.rank;
     a.nranks = job.nranks;
+    a.local_size = job.local_size;
     a.how = job.style;
     if (env("COLL_UNIQUE_ID")) {
         coll_unique_id_t id;

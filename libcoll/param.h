@@ -250,7 +250,9 @@ typedef enum coll_param_type {
     X(RANK, COLL_PARAM_STR, "", "Rank of this process for coll_comm_init_env")           \
     X(NRANKS, COLL_PARAM_STR, "", "Number of ranks for coll_comm_init_env")              \
     X(LOCAL_RANK, COLL_PARAM_STR, "", "Rank of this process among those on its host")   \
-    X(LOCAL_SIZE, COLL_PARAM_STR, "", "Number of ranks on this host")                    \
+    X(LOCAL_SIZE, COLL_PARAM_STR, "",                                                    \
+      "Number of ranks on this host; also, where no launcher says, how many the shared-" \
+      "memory transport makes room for in /dev/shm (unset: every rank of the job)")      \
     X(MASTER_ADDR, COLL_PARAM_STR, "",                                                   \
       "Host of rank 0, where the bootstrap root listens (overrides MASTER_ADDR and "     \
       "the Slurm node list)")                                                            \

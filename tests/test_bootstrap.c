@@ -100,6 +100,7 @@ static void set_slurm(int rank, int nranks, int port)
     setenv("SLURM_JOB_NODELIST", "localhost", 1);
     setf("SLURM_JOB_ID", port); /* differs per test run, like a real job id */
     setenv("SLURM_STEP_ID", "0", 1);
+    setf("SLURM_STEP_TASKS_PER_NODE", nranks);
     setf("COLL_MASTER_PORT", port); /* the derived port could be taken here */
 }
 
@@ -309,6 +310,25 @@ START_TEST(test_slurm_hostlist)
 }
 END_TEST
 
+/* SLURM_STEP_TASKS_PER_NODE: the local size where every node agrees. */
+START_TEST(test_slurm_tasks_per_node)
+{
+    static const struct {
+        const char *spec;
+        int want;
+    } cases[] = {
+        {"4", 4},       {"8(x16)", 8},    {"2(x3),2", 2},  {"2,2,2(x2)", 2}, {"2(x3),1", 0},
+        {"1,2", 0},     {"", -1},         {"0", -1},       {"4,", -1},       {",4", -1},
+        {"4(x)", -1},   {"4(x0)", -1},    {"4(3)", -1},    {"4(x3", -1},     {" 4", -1},
+        {"+4", -1},     {"4x", -1},       {"99999999999", -1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        ck_assert_msg(coll_slurm_uniform_tasks(cases[i].spec) == cases[i].want,
+                      "'%s': %d, want %d", cases[i].spec,
+                      coll_slurm_uniform_tasks(cases[i].spec), cases[i].want);
+}
+END_TEST
+
 /* ---- two jobs at once ------------------------------------------------------------ */
 
 /* Every rank sends a job-specific value to every rank of its job; a
@@ -382,6 +402,7 @@ static Suite *bootstrap_suite(void)
     tcase_add_test(tc, test_mpiexec_mpich);
     tcase_add_test(tc, test_no_launcher);
     tcase_add_test(tc, test_slurm_hostlist);
+    tcase_add_test(tc, test_slurm_tasks_per_node);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("addresses");

@@ -38,6 +38,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -906,6 +907,130 @@ START_TEST(test_tiny_dev_shm)
 }
 END_TEST
 
+/* ---- /dev/shm sized for this host's ranks, not the job's --------------------------- */
+
+/* Two hosts of 2 ranks on this machine: each host a UTS namespace of its
+ * own name and a /dev/shm of its own (tmpfs mounts made by the test, one
+ * per host, bind-mounted by its ranks), with room for one pair's segment
+ * (1.3 MB at the default ring) and not for the 6 of 4 ranks on one host. */
+static char host_shm[2][160];
+
+static int become_host(int host)
+{
+    char name[16];
+
+    snprintf(name, sizeof(name), "shmhost%d", host);
+    return unshare(CLONE_NEWNS | CLONE_NEWUTS) == 0 &&
+           mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+           mount(host_shm[host], "/dev/shm", NULL, MS_BIND, NULL) == 0 &&
+           sethostname(name, strlen(name)) == 0;
+}
+
+/* arg: 1 to start as a launcher does (COLL_LOCAL_SIZE=2 beside the rank,
+ * coll_comm_init_env), 0 with coll_comm_init_rank, where nothing says how
+ * many ranks share a host. */
+static int rank_two_hosts(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    char logpath[256], idstr[COLL_UNIQUE_ID_STR_LEN], num[16];
+    coll_comm_t comm = NULL;
+    float x[64];
+
+    RANK_CHECK(become_host(rank / 2), "host %d: %s", rank / 2, strerror(errno));
+    snprintf(logpath, sizeof(logpath), "%s/hosts%d.log", log_dir, rank);
+    setenv("COLL_DEBUG", "INFO", 1);
+    setenv("COLL_DEBUG_FILE", logpath, 1);
+    if (*(const int *)arg) {
+        RANK_OK(coll_unique_id_to_str(id, idstr));
+        setenv("COLL_UNIQUE_ID", idstr, 1);
+        snprintf(num, sizeof(num), "%d", rank);
+        setenv("COLL_RANK", num, 1);
+        snprintf(num, sizeof(num), "%d", nranks);
+        setenv("COLL_NRANKS", num, 1);
+        setenv("COLL_LOCAL_SIZE", "2", 1);
+        RANK_OK(coll_comm_init_env(&comm, NULL));
+    } else {
+        RANK_OK(coll_comm_init_rank(&comm, nranks, *id, rank));
+    }
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)(rank + 1);
+    RANK_OK(coll_allreduce(x, x, 64, COLL_FLOAT32, COLL_SUM, comm));
+    RANK_CHECK(x[63] == 10.0f, "sum %g", x[63]);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+/* Our own mount namespace with a tmpfs per host; 0 (after printing why)
+ * where this cannot be had. */
+static int make_hosts(void)
+{
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+        printf("skipped: cannot make a mount namespace here (%s; needs root)\n", strerror(errno));
+        return 0;
+    }
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    for (int h = 0; h < 2; h++) {
+        snprintf(host_shm[h], sizeof(host_shm[h]), "%s/shm%d", log_dir, h);
+        ck_assert_msg(mkdir(host_shm[h], 0700) == 0 &&
+                      mount("tmpfs", host_shm[h], "tmpfs", 0, "size=2m") == 0,
+                      "tmpfs at %s: %s", host_shm[h], strerror(errno));
+    }
+    return 1;
+}
+
+/* Run the 4 ranks and return their logs. One run per test: the test's
+ * process reads the log settings when it first makes a unique id, and
+ * the ranks it forks after that keep them. */
+static void run_hosts(int hinted, char *out, size_t len)
+{
+    char cmd[256];
+
+    ck_assert_int_eq(harness_run(4, rank_two_hosts, &hinted, 60), 0);
+    snprintf(cmd, sizeof(cmd), "cat %s/hosts*.log", log_dir);
+    harness_sh(cmd, out, len);
+    for (int h = 0; h < 2; h++)
+        umount(host_shm[h]);
+    harness_tmpdir_remove(log_dir);
+}
+
+/* Logs too long for a Check message go to stdout before the assertion. */
+static void logs_show(int ok, const char *what, const char *logs)
+{
+    if (!ok)
+        printf("%s\n", logs);
+    ck_assert_msg(ok, "%s (the ranks' logs are above)", what);
+}
+
+/* The launcher says 2 ranks per host: one pair fits, and shm carries it. */
+START_TEST(test_dev_shm_per_host)
+{
+    char out[16384], want[64];
+
+    if (!make_hosts())
+        return;
+    run_hosts(1, out, sizeof(out));
+    logs_show(!strstr(out, "using tcp instead"), "fell back to tcp", out);
+    for (int r = 0; r < 4; r++) {
+        snprintf(want, sizeof(want), "rank %d: peers by transport: shm 1, tcp 2", r);
+        logs_show(strstr(out, want) != NULL, want, out);
+    }
+}
+END_TEST
+
+/* Nothing says how many: room for all 4 is asked, and the message says
+ * what to set. */
+START_TEST(test_dev_shm_per_host_unknown)
+{
+    char out[16384];
+
+    if (!make_hosts())
+        return;
+    run_hosts(0, out, sizeof(out));
+    logs_show(strstr(out, "(4 ranks on this host, were all of the job's here: set "
+                          "COLL_LOCAL_SIZE") && strstr(out, "peers by transport: tcp 3"),
+              "no fallback with a clear message", out);
+}
+END_TEST
+
 /* ---- reductions as data arrives (COLL_RECV_REDUCE) ------------------------------ */
 
 /* How the received blocks of a ring all-reduce reach the reduction: the
@@ -1674,6 +1799,8 @@ static Suite *shm_suite(void)
     tcase_add_loop_test(tc, test_no_leftovers, 0, 3);
     tcase_add_test(tc, test_ring_mismatch);
     tcase_add_test(tc, test_tiny_dev_shm);
+    tcase_add_test(tc, test_dev_shm_per_host);
+    tcase_add_test(tc, test_dev_shm_per_host_unknown);
     tcase_add_test(tc, test_oneshot_killed);
     suite_add_tcase(s, tc);
 

@@ -180,6 +180,10 @@ typedef struct coll_tp_params {
     int required;                   /* named in COLL_TRANSPORTS: missing hardware is an error */
     int checksum;                   /* COLL_CHECKSUM: CRC-32C in every frame */
     int64_t test_corrupt_frame;     /* COLL_TEST_CORRUPT_FRAME (crc32c.h) */
+    /* Ranks of the job on this host, for resources sized before the peers
+     * are known (the launcher's count, the parent's for a split, else
+     * COLL_LOCAL_SIZE); 0: not known, as many as nranks may be. */
+    int local_size;
     void *core;
     /* The link to `peer` is broken (died, aborted, protocol violation):
      * the core fails the communicator. `msg` names the peer. */

@@ -5,13 +5,15 @@
  *   mode 2  Slurm node lists   coll_slurm_first_host ("node[01-04],gpu3"); the
  *                              next byte picks the output buffer's size
  *   mode 3  COLL_SOCKET_IFNAME coll_ifname_match (spec NUL interface name)
+ *   mode 4  Slurm tasks per node coll_slurm_uniform_tasks ("2(x3),1")
  *
  * Invariants: refusals leave outputs untouched and have a message; an
  * accepted COLL_ALGO forces only algorithms of the collective they are
  * named for and reads back the same from its canonical form; the first
  * Slurm host is exactly what a simple model of the grammar gives, or a
  * refusal when it does not fit (never a cut name); interface matching
- * agrees with a model of the NCCL_SOCKET_IFNAME rules.
+ * agrees with a model of the NCCL_SOCKET_IFNAME rules; the tasks per node
+ * agree with a model that compares the counts as text.
  */
 #include <strings.h>
 
@@ -163,23 +165,76 @@ static void fuzz_ifname(const uint8_t *data, size_t size)
     free(spec);
 }
 
+/* A count as text, digits only: without its leading zeros, or NULL when
+ * it is 0 or above INT32_MAX. */
+static const char *count_text(const char *d, size_t n, size_t *len_p)
+{
+    while (n > 0 && *d == '0')
+        d++, n--;
+    if (n == 0 || n > 10 || (n == 10 && strncmp(d, "2147483647", 10) > 0))
+        return NULL;
+    *len_p = n;
+    return d;
+}
+
+/* The model: pieces between commas, each digits with an optional
+ * "(x" digits ")" whose repeat is not 0; counts compared as text. */
+static int tasks_model(const char *spec)
+{
+    const char *first = NULL, *p = spec;
+    size_t first_len = 0;
+    int same = 1;
+
+    for (;;) {
+        size_t digits = strspn(p, "0123456789"), len;
+        const char *count = count_text(p, digits, &len);
+        if (!digits || !count)
+            return -1;
+        p += digits;
+        if (*p == '(') {
+            size_t rd = p[1] == 'x' ? strspn(p + 2, "0123456789") : 0;
+            if (!rd || strspn(p + 2, "0") == rd || p[2 + rd] != ')')
+                return -1;
+            p += 3 + rd;
+        }
+        if (first && (len != first_len || strncmp(count, first, len) != 0))
+            same = 0;
+        if (!first)
+            first = count, first_len = len;
+        if (*p == '\0')
+            break;
+        if (*p++ != ',')
+            return -1;
+    }
+    return same ? (int)strtol(first, NULL, 10) : 0;
+}
+
+static void fuzz_tasks(const char *spec)
+{
+    int got = coll_slurm_uniform_tasks(spec), want = tasks_model(spec);
+    FUZZ_CHECK(got == want, "'%s': %d, model says %d", spec, got, want);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_in_t in = {data, size};
     uint8_t mode = fuzz_byte(&in);
     char *text;
 
-    if (mode % 4 == 3) {
+    if (mode % 5 == 3) {
         fuzz_ifname(in.p, in.len);
         return 0;
     }
-    if (mode % 4 == 2) {
+    if (mode % 5 == 4) {
+        text = fuzz_cstr(in.p, in.len);
+        fuzz_tasks(text);
+    } else if (mode % 5 == 2) {
         size_t outlen = 1 + fuzz_byte(&in);
         text = fuzz_cstr(in.p, in.len);
         fuzz_slurm(text, outlen);
     } else {
         text = fuzz_cstr(in.p, in.len);
-        if (mode % 4 == 0)
+        if (mode % 5 == 0)
             fuzz_algo(text);
         else
             fuzz_fallback(text);

@@ -247,6 +247,8 @@ static void env_seeds(void)
     put2("fuzz_env", "slurm", (const uint8_t[]){2, 255}, 2, "node[01-04,7],gpu3", 18);
     put2("fuzz_env", "slurm_two", (const uint8_t[]){2, 255}, 2, "rack[1-2]n[3-4]", 15);
     put2("fuzz_env", "slurm_small", (const uint8_t[]){2, 4}, 2, "node[01-04]", 11);
+    put_text("fuzz_env", "tasks", 4, "8(x3),8,8");
+    put_text("fuzz_env", "tasks_mixed", 4, "2(x3),1");
     put2("fuzz_env", "ifname", (const uint8_t[]){3}, 1, "^docker,lo\0eth0", 15);
     put2("fuzz_env", "ifname_exact", (const uint8_t[]){3}, 1, "=ib0,eth1\0ib0", 13);
 }

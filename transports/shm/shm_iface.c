@@ -117,18 +117,15 @@ static uint64_t ns_inode(const char *path)
     return stat(path, &sb) == 0 ? (uint64_t)sb.st_ino : 0;
 }
 
-/* Enough room in /dev/shm for every pair of the job, were all its ranks on
- * this host? If not, say so and let peers use another transport: the
- * answer is published, so both sides of a pair agree. */
+/* Enough room in /dev/shm for every pair of ranks on this host (all of the
+ * job's, where nothing says how many)? If not, say so and let peers use
+ * another transport: the answer is published, so both sides of a pair
+ * agree. */
 static int room_in_dev_shm(shm_iface_t *iface)
 {
     const coll_tp_params_t *pr = &iface->super.params;
     struct statvfs sv;
-    uint64_t n = (uint64_t)pr->nranks, local;
-    const char *ls = getenv("COLL_LOCAL_SIZE");
-
-    if (ls && (local = strtoull(ls, NULL, 10)) > 0 && local < n)
-        n = local;
+    uint64_t n = (uint64_t)(pr->local_size > 0 ? pr->local_size : pr->nranks);
     uint64_t need = SHM_SEG_BYTES(iface->ring_bytes) * (n * (n - 1) / 2);
     if (statvfs("/dev/shm", &sv) != 0) {
         COLL_WARN(COLL_SUBSYS_NET, "rank %d: shm: /dev/shm is not usable (%s); using other "
@@ -138,10 +135,11 @@ static int room_in_dev_shm(shm_iface_t *iface)
     uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
     if (avail < need) {
         COLL_WARN(COLL_SUBSYS_NET, "rank %d: shm: /dev/shm has %llu bytes free, needs %llu "
-                  "(%llu ranks, %zu bytes per pair); using tcp instead; set COLL_SHM_RING_SIZE "
-                  "lower or grow /dev/shm (e.g. docker run --shm-size=1g)", pr->rank,
-                  (unsigned long long)avail, (unsigned long long)need, (unsigned long long)n,
-                  SHM_SEG_BYTES(iface->ring_bytes));
+                  "(%llu ranks on this host%s, %zu bytes per pair); using tcp instead; set "
+                  "COLL_SHM_RING_SIZE lower or grow /dev/shm (e.g. docker run --shm-size=1g)",
+                  pr->rank, (unsigned long long)avail, (unsigned long long)need,
+                  (unsigned long long)n, pr->local_size > 0 ? "" : ", were all of the job's "
+                  "here: set COLL_LOCAL_SIZE to the count", SHM_SEG_BYTES(iface->ring_bytes));
         return 0;
     }
     return 1;
