@@ -15,7 +15,8 @@
  * one waits for, and by a rank that left. Then a rank SIGKILLed mid 64 MiB
  * transfer (through the ring, or read in one copy) is named within 10 s;
  * no segment is left in /dev/shm after a normal exit, an abort or a killed job; and a
- * tiny /dev/shm gives a clear message and TCP. Mailboxes: the one-shot
+ * tiny /dev/shm gives a clear message and TCP, while two emulated hosts of
+ * 2 ranks each need room for their own pair only. Mailboxes: the one-shot
  * all-reduce and barrier at 2-8 ranks (blocking, non-blocking beside
  * schedules, in place, every mailbox size up to the slot), a broadcast root
  * as many calls ahead as a mailbox has slots, refused with a reason over
