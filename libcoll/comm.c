@@ -847,7 +847,10 @@ static int cmp_double(const void *a, const void *b)
 /* alpha: the median of COLL_PROBE_ROUNDS ring shifts of 8 bytes (after one
  * to warm up); beta: one ring shift of `bytes` (after a quarter of it, which
  * opens the congestion windows), less alpha. Each rank times its own
- * links; agree_costs then keeps the slowest. */
+ * links; agree_costs then keeps the slowest. That is a fresh connection's
+ * rate, 2-10x the per-byte time of a warm one on loopback; the algorithms'
+ * crossovers were measured against it, so a warm probe would move them
+ * (docs/performance-history.md, "A link probe at the steady rate"). */
 static coll_status_t probe_links(struct coll_comm *comm, size_t bytes, double *alpha_p,
                                  double *beta_p)
 {
