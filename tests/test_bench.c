@@ -13,10 +13,13 @@
  * - COLL_PERF_CORRUPT=1 (the self-test of the check) makes #wrong > 0 and
  *   the exit status non-zero, for coll_perf and for p2p_perf;
  * - p2p_latency, p2p_bw and p2p_bibw at 2 ranks with -c;
- * - bad flags: a clear message, a non-zero status, no crash, no hang.
+ * - bad flags: a clear message, a non-zero status, no crash, no hang;
+ * - ramp_bench (no library, two threads): one row per group, covering
+ *   every exchange, with positive times and rates; a bad flag is named.
  */
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -415,6 +418,50 @@ START_TEST(test_odd_pairs_and_help)
 }
 END_TEST
 
+/* ramp_bench's rows: "group first-last ms us GB/s", groups in order,
+ * the exchanges 1..200 split among them without gaps. */
+START_TEST(test_ramp)
+{
+    cpu_set_t set;
+    char cmd[512], *out = out_buf();
+
+    ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+    if (CPU_COUNT(&set) < 2) {
+        printf("skipped: ramp_bench needs two CPUs, this process may use %d\n", CPU_COUNT(&set));
+        free(out);
+        return;
+    }
+    snprintf(cmd, sizeof(cmd), "timeout -k 5 %d %s/bin/ramp_bench -i 0 -p copy -t 5 -s 64K -n 200 "
+             "-g 4 2>&1", RUN_TIMEOUT_S, harness_build_dir());
+    int rc = harness_sh(cmd, out, OUT_LEN);
+    ck_assert_msg(rc == 0, "ramp_bench: exit %d\n%s", rc, out);
+    long next = 1, rows = 0;
+    for (char *save = NULL, *line = strtok_r(out, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        long group, first, last;
+        double ms, us, gbs;
+        if (line[0] == '#')
+            continue;
+        ck_assert_msg(sscanf(line, "%ld %ld-%ld %lf %lf %lf", &group, &first, &last, &ms, &us,
+                             &gbs) == 6, "ramp_bench row: '%s'", line);
+        ck_assert_int_eq(group, rows);
+        ck_assert_int_eq(first, next);
+        ck_assert_msg(last >= first && ms > 0 && us > 0 && gbs > 0, "ramp_bench row: '%s'", line);
+        next = last + 1;
+        rows++;
+    }
+    ck_assert_int_eq(rows, 4);
+    ck_assert_int_eq(next, 201);
+
+    snprintf(cmd, sizeof(cmd), "timeout -k 5 %d %s/bin/ramp_bench -p bogus 2>&1", RUN_TIMEOUT_S,
+             harness_build_dir());
+    rc = harness_sh(cmd, out, OUT_LEN);
+    ck_assert_msg(rc == 2 && strstr(out, "-p takes none, spin or copy, not 'bogus'"),
+                  "ramp_bench -p bogus: exit %d\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 static Suite *bench_suite(void)
 {
     Suite *s = suite_create("bench");
@@ -434,6 +481,11 @@ static Suite *bench_suite(void)
     tcase_set_timeout(tc, 2 * RUN_TIMEOUT_S + 10);
     tcase_add_loop_test(tc, test_bad_flags, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(tc, test_odd_pairs_and_help);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("ramp_bench");
+    tcase_set_timeout(tc, 2 * RUN_TIMEOUT_S + 10);
+    tcase_add_test(tc, test_ramp);
     suite_add_tcase(s, tc);
     return s;
 }
