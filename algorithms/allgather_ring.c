@@ -59,8 +59,10 @@ static void build(coll_sched_t *s)
         const void *from = k == 0 ? a->sendbuf : coll_recv_block(a, coll_mod(r - k, p));
         coll_sched_send_hinted(s, from, bytes, coll_mod(r + 1, p), (uint32_t)k,
                                COLL_TP_HINT_ONE_COPY, COLL_DEPS(got));
-        got = coll_sched_recv(s, coll_recv_block(a, coll_mod(r - k - 1, p)), bytes,
-                              coll_mod(r - 1, p), (uint32_t)k, COLL_NODEPS);
+        /* the last step's block is not sent on */
+        got = (k == p - 2 ? coll_sched_recv_result : coll_sched_recv)(
+            s, coll_recv_block(a, coll_mod(r - k - 1, p)), bytes, coll_mod(r - 1, p),
+            (uint32_t)k, COLL_NODEPS);
         if (k == 0)
             own_block(s, a, r, bytes);
     }

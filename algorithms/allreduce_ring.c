@@ -53,9 +53,11 @@ static coll_vid_t ring_chunk(coll_sched_t *s, size_t j, size_t nch, size_t ch, v
         coll_sched_send(s, COLL_PTR(a->recvbuf, off, es), cnt * es, coll_mod(r + 1, p),
                         (uint32_t)((steps + t) * nch + j), COLL_DEPS(prev));
         cnt = coll_ring_chunk(a, p, ch, coll_mod(r - t, p), j, &off);
-        /* the region was read by our reduce-scatter send of step t */
-        prev = coll_sched_recv(s, COLL_PTR(a->recvbuf, off, es), cnt * es, coll_mod(r - 1, p),
-                               (uint32_t)((steps + t) * nch + j), COLL_DEPS(rs_send[t]));
+        /* the region was read by our reduce-scatter send of step t; the
+         * last step's block is not sent on */
+        prev = (t == p - 2 ? coll_sched_recv_result : coll_sched_recv)(
+            s, COLL_PTR(a->recvbuf, off, es), cnt * es, coll_mod(r - 1, p),
+            (uint32_t)((steps + t) * nch + j), COLL_DEPS(rs_send[t]));
     }
     return red;
 }

@@ -65,7 +65,9 @@ static void build(coll_sched_t *s)
                                        : coll_slot(a->recvbuf, from, bytes);
         coll_vid_t sv = coll_sched_send(s, coll_slot(a->sendbuf, to, bytes), bytes, to, 0,
                                         COLL_DEPS(prev));
-        coll_vid_t rv = coll_sched_recv(s, dst, bytes, from, 0, COLL_DEPS(prev));
+        coll_vid_t rv = (dst == coll_slot(a->recvbuf, from, bytes) ? coll_sched_recv_result
+                                                                  : coll_sched_recv)(
+            s, dst, bytes, from, 0, COLL_DEPS(prev));
         done[k] = prev = coll_sched_join(s, COLL_DEPS(sv, rv));
         if (k == 1)
             own_block(s, a, r, bytes);

@@ -37,7 +37,10 @@ static void build(coll_sched_t *s)
         if (!a->in_place)
             coll_sched_copy(s, a->recvbuf, a->sendbuf, bytes, COLL_NODEPS);
     } else {
-        got = coll_sched_recv(s, a->recvbuf, bytes, (r - mask + p) % p, 0, COLL_NODEPS);
+        int leaf = mask == 1 || v + 1 >= p; /* sends nothing on */
+        got = (leaf ? coll_sched_recv_result : coll_sched_recv)(s, a->recvbuf, bytes,
+                                                                 (r - mask + p) % p, 0,
+                                                                 COLL_NODEPS);
     }
     /* a rank that sends has nothing else to do (COLL_TP_HINT_WAITS) */
     for (int m = mask >> 1; m > 0; m >>= 1)

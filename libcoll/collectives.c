@@ -23,6 +23,7 @@ typedef struct call {
     struct coll_comm *comm;
     const char *fn;
     int nonblocking;
+    size_t touched; /* bytes of this rank's buffers (check_buf), an in-place pair once */
     coll_args_t a;
 } call_t;
 
@@ -73,6 +74,7 @@ static coll_status_t check_buf(call_t *c, const char *name, const void *buf, siz
 {
     if (!buf && bytes > 0)
         return bad(c, COLL_ERR_INVALID_ARG, "%s is NULL but must hold %zu bytes", name, bytes);
+    c->touched += bytes;
     return COLL_OK;
 }
 
@@ -92,6 +94,8 @@ static coll_status_t check_pair(call_t *c, size_t sbytes, size_t rbytes, int in_
 {
     COLL_CHECK(check_buf(c, "sendbuf", c->a.sendbuf, sbytes));
     COLL_CHECK(check_buf(c, "recvbuf", c->a.recvbuf, rbytes));
+    if (in_place) /* one buffer holds the other */
+        c->touched -= COLL_MIN(sbytes, rbytes);
     c->a.in_place = in_place;
     return check_overlap(c, c->a.sendbuf, sbytes, c->a.recvbuf, rbytes, in_place);
 }
@@ -111,6 +115,8 @@ static coll_status_t launch(call_t *c, struct coll_request **req_p)
     c->a.det_scratch_max = comm->det_scratch_max;
     c->a.window_bytes = comm->window_bytes;
     c->a.mbox_bytes = comm->mbox_bytes;
+    c->a.stream = comm->stream_min > 0 &&
+                  c->touched >= comm->stream_min / (size_t)COLL_MAX(comm->host_ranks, 1);
     COLL_CHECK(coll_algo_select(comm, &c->a, &algo));
     c->a.algo = algo->name;
     COLL_CHECK(coll_sched_create(comm, &c->a, algo->name, &s));

@@ -446,6 +446,21 @@ static coll_status_t read_window(struct coll_comm *comm)
     return COLL_OK;
 }
 
+/* COLL_STREAM_MIN: "auto" is half the L3, where streaming results out of
+ * place measured faster (docs/performance.md, "Results stored past the
+ * cache"). */
+static coll_status_t read_stream(struct coll_comm *comm)
+{
+    const char *text = coll_param_raw(COLL_PARAM_STREAM_MIN);
+
+    if (strcasecmp(text, "auto") == 0)
+        comm->stream_min = coll_llc_bytes() / 2;
+    else if (coll_parse_size(text, &comm->stream_min) != 0)
+        return coll_error(COLL_SUBSYS_ALGO, COLL_ERR_INVALID_ARG,
+                          "COLL_STREAM_MIN='%s' is not auto, 0 or a size (e.g. 16M)", text);
+    return COLL_OK;
+}
+
 /* How collectives run on this communicator (COLL_ALGO and friends), and
  * where init places the rank (COLL_BIND). */
 static coll_status_t read_coll_settings(struct coll_comm *comm)
@@ -463,11 +478,13 @@ static coll_status_t read_coll_settings(struct coll_comm *comm)
     if (comm->chunk_bytes < 64)
         return coll_error(COLL_SUBSYS_ALGO, COLL_ERR_INVALID_ARG,
                           "COLL_PIPELINE_CHUNK=%zu is below 64 bytes", comm->chunk_bytes);
+    COLL_CHECK(read_stream(comm));
     return read_window(comm);
 }
 
 /* Cost-model inputs: the slowest link in use sets alpha and beta; the
- * link asking for the largest pipeline chunk sets chunk_links. */
+ * link asking for the largest pipeline chunk sets chunk_links. And the
+ * ranks on our host, whose buffers share its cache. */
 static void read_link_costs(struct coll_comm *comm)
 {
     uint64_t my_host = comm->peers[comm->rank].info.host_hash;
@@ -476,9 +493,11 @@ static void read_link_costs(struct coll_comm *comm)
     comm->beta = 0;
     comm->pull = 1;
     comm->chunk_links = 0;
+    comm->host_ranks = 0;
     for (int r = 0; r < comm->nranks; r++) {
         coll_tp_perf_t perf = {0};
         coll_tp_iface_t *iface = comm->peers[r].ep->iface;
+        comm->host_ranks += comm->peers[r].info.host_hash == my_host;
         if ((r == comm->rank && comm->nranks > 1) ||
             iface->ops->iface_query(iface, &perf) != COLL_OK)
             continue;

@@ -54,4 +54,9 @@ static inline void coll_copy(void *dst, const void *src, size_t len)
         memcpy(dst, src, len);
 }
 
+/* coll_copy with non-temporal stores at any size, where the CPU has them
+ * (reduce.c, with the vector kernels): for data the call will not read
+ * again when its buffers outgrow the cache (COLL_TP_HINT_STREAM). */
+void coll_copy_stream(void *dst, const void *src, size_t len);
+
 #endif /* COLL_COPY_H */

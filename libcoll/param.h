@@ -241,6 +241,13 @@ typedef enum coll_param_type {
       "in cache when it is sent on. auto: a sixteenth of the L3 where a host runs more "  \
       "ranks than CPUs (their copies do not overlap anyway), no limit elsewhere; 0: no " \
       "limit; or a size (at least one chunk is in flight)")                              \
+    X(STREAM_MIN, COLL_PARAM_STR, "auto",                                               \
+      "Bytes of memory a call's buffers take on one host (this rank's send and receive " \
+      "buffers, times the ranks on its host) from which data received into the call's "  \
+      "result is stored with non-temporal stores where a transport copies it out of "    \
+      "buffers of its own (shared memory): such lines are not read before they are "     \
+      "written and do not push out what the call still reads. auto: half the L3; 0: "    \
+      "never; or a size")                                                                \
     X(DET_SCRATCH_MAX, COLL_PARAM_SIZE, "256M",                                          \
       "Largest scratch buffer a deterministic algorithm may use; one that would need "   \
       "more is not usable for the call")                                                 \

@@ -463,6 +463,17 @@ static const coll_reduce_impl_table_t *impl_get(void)
     return best_table;
 }
 
+/* A copy with non-temporal stores from `nt_min` bytes up, memcpy below. */
+static void copy_nt_from(void *dst, const void *src, size_t len, size_t nt_min)
+{
+    const coll_reduce_impl_table_t *t = impl_get();
+    size_t done = 0;
+
+    if (len >= nt_min && t->copy_nt)
+        done = t->copy_nt(dst, src, len);
+    coll_copy((char *)dst + done, (const char *)src + done, len - done);
+}
+
 void coll_reduce_force_scalar(int on)
 {
     __atomic_store_n(&force_scalar, on != 0, __ATOMIC_RELAXED);
@@ -553,12 +564,12 @@ coll_status_t coll_reduce_local(void *dst, const void *a, const void *b, size_t 
 
 void coll_copy_local(void *dst, const void *src, size_t len)
 {
-    const coll_reduce_impl_table_t *t = impl_get();
-    size_t done = 0;
+    copy_nt_from(dst, src, len, copy_nt_min);
+}
 
-    if (len >= copy_nt_min && t->copy_nt)
-        done = t->copy_nt(dst, src, len);
-    coll_copy((char *)dst + done, (const char *)src + done, len - done);
+void coll_copy_stream(void *dst, const void *src, size_t len)
+{
+    copy_nt_from(dst, src, len, 0);
 }
 
 coll_status_t coll_reduce_finish_avg(void *buf, size_t count, coll_datatype_t dt, int n)

@@ -30,7 +30,7 @@ typedef struct coll_vertex {
     uint32_t mtag;
     uint8_t fold;               /* recv: reduce as it arrives, dst = incoming op a */
     uint8_t local_first;        /* ... or dst = a op incoming */
-    uint8_t hints;              /* send: COLL_TP_HINT_* */
+    uint8_t hints;              /* COLL_TP_HINT_* */
     int peer;
     void *dst;
     const void *a, *b;
@@ -306,6 +306,15 @@ coll_vid_t coll_sched_recv(coll_sched_t *s, void *buf, size_t bytes, int peer, u
                            int ndeps, const coll_vid_t *deps)
 {
     return add_message(s, V_RECV, buf, bytes, peer, mtag, ndeps, deps);
+}
+
+coll_vid_t coll_sched_recv_result(coll_sched_t *s, void *buf, size_t bytes, int peer,
+                                  uint32_t mtag, int ndeps, const coll_vid_t *deps)
+{
+    coll_vid_t id = add_message(s, V_RECV, buf, bytes, peer, mtag, ndeps, deps);
+    if (id >= 0 && s->args.stream)
+        s->v[id].hints = COLL_TP_HINT_STREAM;
+    return id;
 }
 
 coll_vid_t coll_sched_recv_reduce(coll_sched_t *s, void *dst, const void *local, void *tmp,

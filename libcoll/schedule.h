@@ -58,6 +58,8 @@ typedef struct coll_args {
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls; /* alltoallv */
     int check_args;           /* COLL_CHECK_ARGS: compare the call across ranks first */
     size_t mbox_bytes;        /* largest mailbox message (coll_sched_mbox_put); 0: none */
+    int stream;               /* the buffers outgrow the cache (COLL_STREAM_MIN):
+                                 coll_sched_recv_result streams */
     const char *algo;         /* the algorithm chosen for the call */
 } coll_args_t;
 
@@ -91,6 +93,11 @@ coll_vid_t coll_sched_send_hinted(coll_sched_t *s, const void *buf, size_t bytes
                                   const coll_vid_t *deps);
 coll_vid_t coll_sched_recv(coll_sched_t *s, void *buf, size_t bytes, int peer, uint32_t mtag,
                            int ndeps, const coll_vid_t *deps);
+/* A receive into the call's result that no later vertex of the schedule
+ * reads: where the call's buffers outgrow the cache (args.stream) the
+ * transport may store it past the cache (COLL_TP_HINT_STREAM). */
+coll_vid_t coll_sched_recv_result(coll_sched_t *s, void *buf, size_t bytes, int peer,
+                                  uint32_t mtag, int ndeps, const coll_vid_t *deps);
 /* Operand order of coll_sched_recv_reduce: a min or max that meets a NaN
  * or a signed zero depends on it, and results must not depend on the path. */
 enum { COLL_INCOMING_FIRST = 0, COLL_LOCAL_FIRST = 1 };

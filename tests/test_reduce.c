@@ -769,7 +769,8 @@ END_TEST
 /* coll_copy_local against the bytes it was given, from tiny copies to ones
  * far past the size from which it streams (an eighth of the L3), with dst
  * and src at offsets of every kind from 32-byte alignment; the 64 bytes on
- * either side of dst must stay untouched. Both paths. */
+ * either side of dst must stay untouched. Both paths; and coll_copy_stream,
+ * which streams at every size. */
 START_TEST(test_copy_local)
 {
     static const size_t lens[] = {0, 1, 31, 63, 64, 65, 127, 128, 129, 4099,
@@ -781,24 +782,28 @@ START_TEST(test_copy_local)
 
     for (size_t i = 0; i < most; i++)
         src[i] = (unsigned char)(i * 131 + (i >> 13));
-    for (int scalar = 0; scalar < 2; scalar++) {
+    for (int path = 0; path < 4; path++) {
+        int scalar = path & 1;
+        void (*copy)(void *, const void *, size_t) = path < 2 ? coll_copy_local
+                                                              : coll_copy_stream;
+        const char *name = path < 2 ? "coll_copy_local" : "coll_copy_stream";
         coll_reduce_force_scalar(scalar);
         for (size_t li = 0; li < ARRAY_LEN(lens); li++)
             for (size_t oi = 0; oi < ARRAY_LEN(offs); oi++) {
                 size_t len = lens[li], doff = 64 + offs[oi][0];
                 const unsigned char *from = src + offs[oi][1];
                 memset(dst, 0xee, len + doff + 64);
-                coll_copy_local(dst + doff, from, len);
+                copy(dst + doff, from, len);
                 size_t bad = len;
                 if (memcmp(dst + doff, from, len) != 0)
                     for (bad = 0; dst[doff + bad] == from[bad];)
                         bad++;
-                REQUIRE(bad == len, "%s copy of %zu bytes, dst +%zu src +%zu: byte %zu differs",
-                        path_name(scalar), len, offs[oi][0], offs[oi][1], bad);
+                REQUIRE(bad == len, "%s, %s, %zu bytes, dst +%zu src +%zu: byte %zu differs",
+                        name, path_name(scalar), len, offs[oi][0], offs[oi][1], bad);
                 for (size_t i = 0; i < 64; i++)
                     REQUIRE(dst[doff - 64 + i] == 0xee && dst[doff + len + i] == 0xee,
-                            "%s copy of %zu bytes, dst +%zu: wrote outside dst", path_name(scalar),
-                            len, offs[oi][0]);
+                            "%s, %s, %zu bytes, dst +%zu: wrote outside dst", name,
+                            path_name(scalar), len, offs[oi][0]);
             }
     }
     coll_reduce_force_scalar(0);

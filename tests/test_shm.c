@@ -1122,6 +1122,95 @@ START_TEST(test_fold_paths)
 }
 END_TEST
 
+/* ---- results stored past the cache (COLL_STREAM_MIN) ---------------------------- */
+
+/* Element i of rank r's contribution, small integers so that float sums
+ * are exact in any order. */
+static float streamed_in(int r, size_t i)
+{
+    return (float)(r + 1 + (int)(i % 13));
+}
+
+static void streamed_check(const float *got, size_t n, const float *want, const char *what,
+                         int rank)
+{
+    for (size_t i = 0; i < n; i++)
+        RANK_CHECK(got[i] == want[i], "rank %d, %s: element %zu is %g, expected %g", rank,
+                   what, i, got[i], want[i]);
+}
+
+/* Every algorithm that receives into its result with
+ * coll_sched_recv_result, through the ring with streaming at any size
+ * (COLL_STREAM_MIN=1; single copies off), out of place and in place. Odd
+ * counts, so that blocks and ring records start off any alignment. The
+ * streamed copy's own edges are test_reduce's test_copy_local. */
+static int rank_streamed(int rank, int p, const coll_unique_id_t *id, void *arg)
+{
+    const size_t n = 100003; /* floats per block */
+    float *in = malloc((size_t)p * n * sizeof(float));
+    float *out = malloc((size_t)p * n * sizeof(float));
+    float *want = malloc((size_t)p * n * sizeof(float));
+    (void)arg;
+    RANK_CHECK(in && out && want, "out of memory");
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    setenv("COLL_STREAM_MIN", "1", 1);
+    setenv("COLL_SHM_CMA", "0", 1);
+    setenv("COLL_PIPELINE_CHUNK", "64K", 1);
+    setenv("COLL_ALGO", "allreduce:ring,allgather:ring,broadcast:binomial,alltoall:pairwise", 1);
+    coll_comm_t comm = harness_init(rank, p, id);
+    for (int in_place = 0; in_place < 2; in_place++) {
+        const char *how = in_place ? "in place" : "out of place";
+        char what[64];
+        /* all-reduce of p blocks */
+        for (size_t i = 0; i < (size_t)p * n; i++) {
+            in[i] = streamed_in(rank, i);
+            want[i] = 0;
+            for (int r = 0; r < p; r++)
+                want[i] += streamed_in(r, i);
+        }
+        RANK_OK(coll_allreduce(in, in_place ? in : out, (size_t)p * n, COLL_FLOAT32, COLL_SUM,
+                               comm));
+        snprintf(what, sizeof(what), "all-reduce %s", how);
+        streamed_check(in_place ? in : out, (size_t)p * n, want, what, rank);
+        /* all-gather: block r from rank r */
+        for (size_t i = 0; i < (size_t)p * n; i++)
+            want[i] = streamed_in((int)(i / n), i % n);
+        for (size_t i = 0; i < n; i++)
+            (in_place ? out + (size_t)rank * n : in)[i] = streamed_in(rank, i);
+        RANK_OK(coll_allgather(in_place ? out + (size_t)rank * n : in, out, n, COLL_FLOAT32,
+                               comm));
+        snprintf(what, sizeof(what), "all-gather %s", how);
+        streamed_check(out, (size_t)p * n, want, what, rank);
+        /* broadcast from the last rank */
+        for (size_t i = 0; i < n; i++)
+            want[i] = in[i] = streamed_in(p - 1, i);
+        RANK_OK(coll_broadcast(in, in_place || rank != p - 1 ? in : out, n, COLL_FLOAT32, p - 1,
+                               comm));
+        snprintf(what, sizeof(what), "broadcast %s", how);
+        streamed_check(in_place || rank != p - 1 ? in : out, n, want, what, rank);
+        /* all-to-all: block k of rank r's input goes to rank k */
+        for (size_t i = 0; i < (size_t)p * n; i++) {
+            in[i] = streamed_in(rank, i) * (float)(i / n + 1);
+            want[i] = streamed_in((int)(i / n), (size_t)rank * n + i % n) * (float)(rank + 1);
+        }
+        RANK_OK(coll_alltoall(in, in_place ? in : out, n, COLL_FLOAT32, comm));
+        snprintf(what, sizeof(what), "all-to-all %s", how);
+        streamed_check(in_place ? in : out, (size_t)p * n, want, what, rank);
+    }
+    coll_comm_destroy(comm);
+    free(in);
+    free(out);
+    free(want);
+    return 0;
+}
+
+START_TEST(test_stream_results)
+{
+    int p = 2 + _i;
+    ck_assert_msg(harness_run(p, rank_streamed, NULL, 120) == 0, "results streamed, %d ranks", p);
+}
+END_TEST
+
 /* ---- mailboxes: the one-shot all-reduce ---------------------------------------- */
 
 /* Rank r's element i: small integers, so the float sum is exact. */
@@ -1791,6 +1880,11 @@ static Suite *shm_suite(void)
     tc = tcase_create("fold");
     tcase_set_timeout(tc, 150);
     tcase_add_loop_test(tc, test_fold_paths, 0, NFOLD);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("stream");
+    tcase_set_timeout(tc, 150);
+    tcase_add_loop_test(tc, test_stream_results, 0, 3); /* 2, 3, 4 ranks */
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fault");

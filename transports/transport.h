@@ -68,6 +68,13 @@ enum coll_mem_kind {
  * copies part of the message into the receiver's buffer while the
  * receiver reads the rest, shm_share.c). */
 #define COLL_TP_HINT_WAITS 2u
+/* Receive: the data lands where the call leaves its result and does not
+ * read it again, and the call's buffers outgrow the cache
+ * (COLL_STREAM_MIN): a transport that copies it out of buffers of its
+ * own stores it with non-temporal stores (coll_tp_deliver), which neither
+ * read each line of the destination first nor push out of the cache what
+ * the call still reads. */
+#define COLL_TP_HINT_STREAM 4u
 
 /* Wire ids of transports, used to label address blobs in the bootstrap. */
 enum coll_tp_id {
@@ -160,6 +167,8 @@ static inline void coll_tp_deliver(coll_tp_req_t *req, size_t off, const void *s
 {
     if (req->fold)
         req->fold(req, off, src, len);
+    else if (req->hints & COLL_TP_HINT_STREAM)
+        coll_copy_stream((uint8_t *)req->buf + off, src, len);
     else
         coll_copy((uint8_t *)req->buf + off, src, len);
 }
