@@ -61,12 +61,11 @@ static void build(coll_sched_t *s)
         return;
     for (int k = 1; k < p; k++) {
         int to = coll_mod(r + k, p), from = coll_mod(r - k, p);
-        void *dst = held && 2 * k <= p ? coll_slot(held, k - 1, bytes)
-                                       : coll_slot(a->recvbuf, from, bytes);
+        int parked = held && 2 * k <= p; /* copied to its place at the end */
+        void *dst = parked ? coll_slot(held, k - 1, bytes) : coll_slot(a->recvbuf, from, bytes);
         coll_vid_t sv = coll_sched_send(s, coll_slot(a->sendbuf, to, bytes), bytes, to, 0,
                                         COLL_DEPS(prev));
-        coll_vid_t rv = (dst == coll_slot(a->recvbuf, from, bytes) ? coll_sched_recv_result
-                                                                  : coll_sched_recv)(
+        coll_vid_t rv = (parked ? coll_sched_recv : coll_sched_recv_result)(
             s, dst, bytes, from, 0, COLL_DEPS(prev));
         done[k] = prev = coll_sched_join(s, COLL_DEPS(sv, rv));
         if (k == 1)
