@@ -115,8 +115,7 @@ static coll_status_t launch(call_t *c, struct coll_request **req_p)
     c->a.det_scratch_max = comm->det_scratch_max;
     c->a.window_bytes = comm->window_bytes;
     c->a.mbox_bytes = comm->mbox_bytes;
-    c->a.stream = comm->stream_min > 0 &&
-                  c->touched >= comm->stream_min / (size_t)COLL_MAX(comm->host_ranks, 1);
+    c->a.stream = comm->stream_rank_min > 0 && c->touched >= comm->stream_rank_min;
     COLL_CHECK(coll_algo_select(comm, &c->a, &algo));
     c->a.algo = algo->name;
     COLL_CHECK(coll_sched_create(comm, &c->a, algo->name, &s));

@@ -483,8 +483,7 @@ static coll_status_t read_coll_settings(struct coll_comm *comm)
 }
 
 /* Cost-model inputs: the slowest link in use sets alpha and beta; the
- * link asking for the largest pipeline chunk sets chunk_links. And the
- * ranks on our host, whose buffers share its cache. */
+ * link asking for the largest pipeline chunk sets chunk_links. */
 static void read_link_costs(struct coll_comm *comm)
 {
     uint64_t my_host = comm->peers[comm->rank].info.host_hash;
@@ -493,11 +492,9 @@ static void read_link_costs(struct coll_comm *comm)
     comm->beta = 0;
     comm->pull = 1;
     comm->chunk_links = 0;
-    comm->host_ranks = 0;
     for (int r = 0; r < comm->nranks; r++) {
         coll_tp_perf_t perf = {0};
         coll_tp_iface_t *iface = comm->peers[r].ep->iface;
-        comm->host_ranks += comm->peers[r].info.host_hash == my_host;
         if ((r == comm->rank && comm->nranks > 1) ||
             iface->ops->iface_query(iface, &perf) != COLL_OK)
             continue;
@@ -812,6 +809,7 @@ static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_ini
                             serve_listeners, comm};
     coll_peer_info_t me, *table = calloc((size_t)a->nranks, sizeof(*table));
     coll_status_t st;
+    int index, nlocal;
 
     if (!table)
         return coll_error(COLL_SUBSYS_INIT, COLL_ERR_NO_MEMORY, "cannot allocate peer table");
@@ -828,6 +826,10 @@ static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_ini
     COLL_CHECK(st);
     /* before the endpoints allocate: their memory is then near our CPU */
     coll_place_self(comm);
+    /* the ranks of our host share its cache; rounded up, so that a
+     * threshold of a few bytes stays one (0 stays never) */
+    coll_local_rank(comm, &index, &nlocal);
+    comm->stream_rank_min = (comm->stream_min + (size_t)nlocal - 1) / (size_t)nlocal;
     COLL_CHECK(same_settings(comm));
     COLL_CHECK(create_endpoints(comm));
     COLL_CHECK(connect_all(comm, deadline_ns));

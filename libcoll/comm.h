@@ -111,8 +111,8 @@ struct coll_comm {
     size_t det_scratch_max;
     size_t window_bytes;           /* COLL_PIPELINE_WINDOW resolved (agree_costs); 0: none */
     int window_auto;               /* COLL_PIPELINE_WINDOW=auto */
-    size_t stream_min;             /* COLL_STREAM_MIN resolved; 0: never */
-    int host_ranks;                /* ranks of this communicator on our host */
+    size_t stream_min;             /* COLL_STREAM_MIN resolved (the host's bytes); 0: never */
+    size_t stream_rank_min;        /* ... over the ranks on our host: this rank's bytes */
     /* Scratch blocks of finished collectives, kept for the next ones (a
      * fresh large block faults in every page on every call); owned by
      * schedule.c, under the lock. */

@@ -42,8 +42,7 @@ coll_status_t coll_bind_parse(const char *spec, coll_bind_t *mode_p)
                       "COLL_BIND='%s' is not one of none, auto, core", spec);
 }
 
-/* Our index among the ranks on our host, and how many there are. */
-static void local_rank(const struct coll_comm *comm, int *index_p, int *count_p)
+void coll_local_rank(const struct coll_comm *comm, int *index_p, int *count_p)
 {
     uint64_t host = comm->peers[comm->rank].info.host_hash;
     int index = 0, count = 0;
@@ -81,7 +80,7 @@ void coll_place_self(const struct coll_comm *comm)
                   "running unbound", comm->rank, mode, strerror(errno));
         return;
     }
-    local_rank(comm, &index, &nlocal);
+    coll_local_rank(comm, &index, &nlocal);
     ncpus = CPU_COUNT(&set);
     /* more ranks than CPUs: the kernel balances them better than a fixed
      * round robin (collrun.c has the measurement) */

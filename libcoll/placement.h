@@ -19,6 +19,10 @@ typedef enum coll_bind {
 /* COLL_BIND's value; a word that is none of the three is an error naming it. */
 coll_status_t coll_bind_parse(const char *spec, coll_bind_t *mode_p);
 
+/* Our index among the communicator's ranks on our host, and how many
+ * there are (from the peer table). */
+void coll_local_rank(const struct coll_comm *comm, int *index_p, int *count_p);
+
 /* Bind the calling thread as comm->bind says, once the peer table is
  * known (the ranks that share our host and their order). Placement is
  * for speed: a failure is logged, never returned. */
