@@ -538,6 +538,7 @@ static coll_status_t comm_alloc(const coll_init_args_t *a, struct coll_comm **co
     pthread_condattr_destroy(&attr);
     comm->state = COLL_COMM_INIT;
     coll_list_init(&comm->scheds);
+    coll_blocks_init(&comm->scratch_blocks, COLL_SCRATCH_CACHE);
     comm->rank = a->rank;
     comm->nranks = a->nranks;
     memcpy(comm->secret, a->uid.secret, COLL_SECRET_BYTES);

@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 
+#include "blocks.h"
 #include "bootstrap.h"
 #include "comm_lock.h"
 #include "error.h"
@@ -116,7 +117,7 @@ struct coll_comm {
     /* Scratch blocks of finished collectives, kept for the next ones (a
      * fresh large block faults in every page on every call); owned by
      * schedule.c, under the lock. */
-    struct { void *p; size_t len; } scratch_cache[COLL_SCRATCH_CACHE];
+    coll_blocks_t scratch_blocks; /* COLL_SCRATCH_CACHE of them */
     /* A finished schedule kept with its arrays, and spare requests, so
      * that a small collective allocates nothing (schedule.c, p2p.c). */
     struct coll_sched *sched_spare;

@@ -148,54 +148,6 @@ static int grow(void **p, uint32_t *cap, uint32_t n, size_t esize)
     return 0;
 }
 
-/* Blocks below this come from malloc's free lists, cheap to get again. */
-#define SCRATCH_CACHE_MIN (64u * 1024)
-
-/* The smallest cached block that holds `bytes`, taken out of the cache. */
-static void *scratch_take(struct coll_comm *comm, size_t bytes, size_t *len_p)
-{
-    int best = -1;
-    void *p;
-
-    for (int i = 0; i < COLL_SCRATCH_CACHE; i++)
-        if (comm->scratch_cache[i].p && comm->scratch_cache[i].len >= bytes &&
-            (best < 0 || comm->scratch_cache[i].len < comm->scratch_cache[best].len))
-            best = i;
-    if (best < 0)
-        return NULL;
-    p = comm->scratch_cache[best].p;
-    *len_p = comm->scratch_cache[best].len;
-    comm->scratch_cache[best].p = NULL;
-    return p;
-}
-
-/* Keep a finished schedule's block in place of an empty slot or of the
- * smallest cached one, if that is smaller; free what is not kept. */
-static void scratch_give(struct coll_comm *comm, void *p, size_t len)
-{
-    int victim = 0;
-
-    if (len < SCRATCH_CACHE_MIN) {
-        free(p);
-        return;
-    }
-    for (int i = 0; i < COLL_SCRATCH_CACHE; i++) {
-        if (!comm->scratch_cache[i].p) {
-            victim = i;
-            break;
-        }
-        if (comm->scratch_cache[i].len < comm->scratch_cache[victim].len)
-            victim = i;
-    }
-    if (comm->scratch_cache[victim].p && comm->scratch_cache[victim].len >= len) {
-        free(p);
-        return;
-    }
-    free(comm->scratch_cache[victim].p);
-    comm->scratch_cache[victim].p = p;
-    comm->scratch_cache[victim].len = len;
-}
-
 static void free_arrays(coll_sched_t *s)
 {
     free(s->scratch);
@@ -214,19 +166,14 @@ void coll_sched_cache_release(struct coll_comm *comm)
     if (comm->sched_spare)
         free_arrays(comm->sched_spare);
     comm->sched_spare = NULL;
-    for (int i = 0; i < COLL_SCRATCH_CACHE; i++) {
-        free(comm->scratch_cache[i].p);
-        comm->scratch_cache[i].p = NULL;
-    }
+    coll_blocks_release(&comm->scratch_blocks);
 }
 
 void *coll_sched_scratch(coll_sched_t *s, size_t bytes)
 {
-    size_t len = bytes ? bytes : 1;
-    void *p = len >= SCRATCH_CACHE_MIN ? scratch_take(s->comm, len, &len) : NULL;
+    size_t len;
+    void *p = coll_blocks_take(&s->comm->scratch_blocks, bytes, &len);
 
-    if (!p)
-        p = malloc(len);
     if (!p || grow((void **)&s->scratch, &s->capscratch, s->nscratch, sizeof(*s->scratch)) != 0) {
         free(p);
         nomem(s);
@@ -526,7 +473,7 @@ void coll_sched_free(coll_sched_t *s)
         }
     }
     for (uint32_t i = 0; i < s->nscratch; i++)
-        scratch_give(s->comm, s->scratch[i].p, s->scratch[i].len);
+        coll_blocks_give(&s->comm->scratch_blocks, s->scratch[i].p, s->scratch[i].len);
     s->nscratch = 0;
     /* one spare per communicator: the next collective reuses its arrays */
     if (!running && !s->comm->sched_spare)

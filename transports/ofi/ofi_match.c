@@ -130,7 +130,7 @@ void ofi_match_repost(ofi_iface_t *iface)
 
 void ofi_match_ep_init(ofi_ep_t *ep)
 {
-    coll_match_init(&ep->match);
+    coll_match_init(&ep->match, NULL);
     coll_list_init(&ep->rndv_sends);
 }
 
@@ -217,7 +217,7 @@ void ofi_match_irecv(ofi_ep_t *ep, coll_tp_req_t *req)
         return;
     }
     if (ux->data)
-        coll_match_deliver_eager(req, ux);
+        coll_match_deliver_eager(&ep->match, req, ux);
     else if (!ep->peer_left)
         answer_rts(ep, req, ux->id, ux->len);
     else

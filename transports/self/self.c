@@ -83,7 +83,7 @@ static coll_status_t self_ep_create(coll_tp_iface_t *iface, const coll_peer_info
     ep->super.iface = iface;
     ep->super.peer = (int)peer->rank;
     snprintf(ep->super.desc, sizeof(ep->super.desc), "rank %u (itself)", peer->rank);
-    coll_match_init(&ep->match);
+    coll_match_init(&ep->match, NULL);
     *ep_p = &ep->super;
     return COLL_OK;
 }

@@ -413,6 +413,7 @@ struct shm_iface {
     int membarrier;           /* registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED */
     int hook_set;
     int ntx_blocked;          /* endpoints whose records wait for room */
+    coll_blocks_t blocks;     /* eager payloads that came before their receive */
 };
 
 /* shm_ring.c: the byte rings and the segment's life. */

@@ -135,7 +135,7 @@ static shm_ep_t *ep_alloc(shm_iface_t *iface, const coll_peer_info_t *peer, int 
     ep->pid_src.fd = -1;
     ep->retry_every = SHM_WAY_RETRY;
     coll_list_init(&ep->txq);
-    coll_match_init(&ep->match);
+    coll_match_init(&ep->match, &ep->iface->blocks);
     coll_list_init(&ep->rndv_sends);
     coll_list_init(&ep->rndv_recvs);
     coll_list_init(&ep->rndv_reads);

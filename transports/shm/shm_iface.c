@@ -207,6 +207,7 @@ static coll_status_t shm_iface_open(const coll_tp_params_t *params, coll_tp_ifac
     iface->wake_fd = -1;
     iface->wake_src.fd = -1;
     iface->pagemap_fd = -1;
+    coll_blocks_init(&iface->blocks, COLL_MATCH_BLOCKS);
     COLL_CHECK_GOTO(read_params(iface), st, err);
     iface->eps = calloc((size_t)params->nranks, sizeof(*iface->eps));
     if (!iface->eps) {
@@ -267,6 +268,7 @@ static coll_status_t shm_iface_close(coll_tp_iface_t *tiface)
     if (iface->pagemap_fd >= 0)
         close(iface->pagemap_fd);
     free(iface->bounce);
+    coll_blocks_release(&iface->blocks);
     free(iface->eps);
     free(iface);
     return COLL_OK;

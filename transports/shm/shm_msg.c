@@ -930,7 +930,7 @@ coll_status_t shm_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
         return COLL_OK;
     }
     if (ux->data) {
-        coll_match_deliver_eager(req, ux);
+        coll_match_deliver_eager(&ep->match, req, ux);
     } else if (ep->state == SHM_EP_READY && !ep->peer_left) {
         answer_rts(ep, req, ux->id, ux->len, (uint64_t)(uintptr_t)ux->ctx);
     } else {

@@ -268,6 +268,9 @@ struct tcp_iface {
     int nsockets;             /* sockets of every endpoint created so far */
     int ndirect;              /* entries of direct[]; 0 once stopped */
     tcp_conn_t *direct[TCP_DIRECT_MAX];
+    /* blocks of eager payloads that arrive before their receive, kept
+     * mapped for the next ones (blocks.h) */
+    coll_blocks_t blocks;
 };
 
 extern const coll_tp_ops_t coll_tp_tcp_ops; /* tcp_iface.c */

@@ -105,7 +105,7 @@ static tcp_ep_t *ep_alloc(tcp_iface_t *iface, const coll_peer_info_t *peer)
     ep->chunk = local ? iface->chunk_local : iface->chunk;
     ep->eager_limit = local ? iface->eager_limit_local : iface->eager_limit;
     ep_set_desc(ep, NULL);
-    coll_match_init(&ep->match);
+    coll_match_init(&ep->match, &iface->blocks);
     coll_list_init(&ep->rndv_sends);
     coll_list_init(&ep->active_sends);
     coll_list_init(&ep->rndv_recvs);
@@ -614,7 +614,7 @@ coll_status_t tcp_ep_destroy(coll_tp_ep_t *tep)
             free_tx(tx);
         }
         if (c->rx_ux)
-            free(c->rx_ux->data);
+            coll_match_drop_payload(&ep->match, c->rx_ux);
         free(c->rx_ux);
     }
     coll_match_free_unexpected(&ep->match);

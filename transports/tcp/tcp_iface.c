@@ -202,6 +202,7 @@ static coll_status_t tcp_iface_open(const coll_tp_params_t *params, coll_tp_ifac
     iface->super.params = *params;
     iface->listen_fd = -1;
     coll_list_init(&iface->pending);
+    coll_blocks_init(&iface->blocks, COLL_MATCH_BLOCKS);
     COLL_CHECK_GOTO(read_settings(iface), st, err);
     iface->eps = calloc((size_t)params->nranks, sizeof(*iface->eps));
     if (!iface->eps) {
@@ -237,6 +238,7 @@ static coll_status_t tcp_iface_close(coll_tp_iface_t *tiface)
     coll_evloop_del(tiface->params.evloop, &iface->listen_src);
     if (iface->listen_fd >= 0)
         close(iface->listen_fd);
+    coll_blocks_release(&iface->blocks);
     free(iface->eps);
     free(iface);
     return COLL_OK;

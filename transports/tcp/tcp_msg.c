@@ -435,10 +435,9 @@ static void on_eager(tcp_conn_t *c, const tcp_hdr_t *h)
         return;
     }
     coll_unexp_t *ux = calloc(1, sizeof(*ux));
-    void *data = malloc(h->len ? h->len : 1);
-    if (!ux || !data) {
+    void *data = ux ? coll_match_payload_block(&ep->match, h->len, &ux->cap) : NULL;
+    if (!data) {
         free(ux);
-        free(data);
         tcp_ep_fail(ep, COLL_ERR_NO_MEMORY, "cannot buffer a %llu-byte message from %s",
                     (unsigned long long)h->len, ep->super.desc);
         return;
@@ -611,7 +610,7 @@ static void unexpected_done(tcp_conn_t *c)
         return;
     }
     eager_delivered(ep, ux->len);
-    coll_match_deliver_eager(late, ux); /* folds it when the receive reduces */
+    coll_match_deliver_eager(&ep->match, late, ux); /* folds it when the receive reduces */
     free(ux);
 }
 
@@ -824,7 +823,7 @@ coll_status_t tcp_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
     }
     if (ux->data) {
         eager_delivered(ep, ux->len);
-        coll_match_deliver_eager(req, ux);
+        coll_match_deliver_eager(&ep->match, req, ux);
     } else if (ep->state == TCP_EP_READY && !ep->peer_left) {
         answer_rts(ep, req, ux->id, ux->len);
     } else {

@@ -10,7 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocks.h"
 #include "transport.h"
+
+/* Payload blocks of 64 KiB and more an interface keeps for its endpoints'
+ * eager messages that arrive before their receive (blocks.h): a fresh
+ * block faults in every page, once per message. Bounded by the eager
+ * limit: 8 x 2 MiB for TCP between ranks of a host. */
+#define COLL_MATCH_BLOCKS 8
 
 /* A message that arrived before its receive was posted. */
 typedef struct coll_unexp {
@@ -18,6 +25,7 @@ typedef struct coll_unexp {
     uint64_t tag;
     size_t len;   /* message length in bytes */
     void *data;   /* eager payload (owned), or NULL when it is still remote */
+    size_t cap;   /* bytes of the block that holds data (coll_blocks_take) */
     uint32_t id;  /* transport handle for the remote payload */
     void *ctx;    /* transport context (e.g. the matching send request) */
 } coll_unexp_t;
@@ -25,13 +33,30 @@ typedef struct coll_unexp {
 typedef struct coll_match {
     coll_list_t posted;     /* coll_tp_req_t, by link */
     coll_list_t unexpected; /* coll_unexp_t */
+    coll_blocks_t *blocks;  /* where eager payloads' blocks are kept (the
+                               interface's, shared by its endpoints), or NULL */
 } coll_match_t;
 
-
-static inline void coll_match_init(coll_match_t *m)
+/* `blocks` may be NULL: each payload is then malloc'ed and freed. */
+static inline void coll_match_init(coll_match_t *m, coll_blocks_t *blocks)
 {
     coll_list_init(&m->posted);
     coll_list_init(&m->unexpected);
+    m->blocks = blocks;
+}
+
+/* A block for an eager payload of len bytes, its length in *cap_p. */
+static inline void *coll_match_payload_block(coll_match_t *m, size_t len, size_t *cap_p)
+{
+    return coll_blocks_take(m->blocks, len, cap_p);
+}
+
+/* The payload of ux is no longer needed. */
+static inline void coll_match_drop_payload(coll_match_t *m, coll_unexp_t *ux)
+{
+    if (ux->data)
+        coll_blocks_give(m->blocks, ux->data, ux->cap);
+    ux->data = NULL;
 }
 
 static inline coll_tp_req_t *coll_match_take_posted(coll_match_t *m, uint64_t tag)
@@ -66,11 +91,10 @@ static inline int coll_match_keep_copy(coll_match_t *m, uint64_t tag, const void
                                        size_t len)
 {
     coll_unexp_t *ux = calloc(1, sizeof(*ux));
-    void *data = malloc(len ? len : 1);
+    void *data = ux ? coll_match_payload_block(m, len, &ux->cap) : NULL;
 
-    if (!ux || !data) {
+    if (!data) {
         free(ux);
-        free(data);
         return -1;
     }
     coll_copy(data, payload, len);
@@ -130,11 +154,12 @@ static inline void coll_match_complete_copy(coll_tp_req_t *req, const void *payl
 }
 
 /* A receive matched an unexpected eager message (ux->data): copy it out and
- * complete the receive; frees the copy, not ux. */
-static inline void coll_match_deliver_eager(coll_tp_req_t *req, coll_unexp_t *ux)
+ * complete the receive; drops the copy, not ux. */
+static inline void coll_match_deliver_eager(coll_match_t *m, coll_tp_req_t *req,
+                                            coll_unexp_t *ux)
 {
     coll_match_complete_copy(req, ux->data, ux->len);
-    free(ux->data);
+    coll_match_drop_payload(m, ux);
 }
 
 /* Complete every posted receive with `status` (the endpoint is going away). */
@@ -152,7 +177,7 @@ static inline void coll_match_free_unexpected(coll_match_t *m)
     while (!coll_list_empty(&m->unexpected)) {
         coll_unexp_t *ux = coll_list_first(&m->unexpected, coll_unexp_t, link);
         coll_list_del(&ux->link);
-        free(ux->data);
+        coll_match_drop_payload(m, ux);
         free(ux);
     }
 }

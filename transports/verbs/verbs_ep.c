@@ -239,7 +239,7 @@ static coll_status_t ep_create(coll_tp_iface_t *iface, const coll_peer_info_t *p
     ep->iface = vi;
     ep->state = VERBS_EP_WIRE;
     coll_list_init(&ep->txq);
-    coll_match_init(&ep->match);
+    coll_match_init(&ep->match, NULL);
     coll_list_init(&ep->rndv_sends);
     coll_list_init(&ep->writes);
     coll_list_init(&ep->rndv_recvs);

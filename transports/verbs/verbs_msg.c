@@ -334,7 +334,7 @@ coll_status_t verbs_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
     ux = coll_match_take_unexpected(&ep->match, req->tag);
     if (ux) {
         if (ux->data)
-            coll_match_deliver_eager(req, ux);
+            coll_match_deliver_eager(&ep->match, req, ux);
         else
             answer_rts(ep, req, ux->id, ux->len, (uint32_t)(uintptr_t)ux->ctx);
         free(ux);
