@@ -384,8 +384,25 @@ static const coll_reduce_impl_table_t *best_table = &scalar_table;
 static int force_scalar;
 static size_t copy_nt_min = SIZE_MAX;
 
+/* Without the kernel's figure, a CPUID figure above this is taken for a
+ * whole socket's L3 that a hypervisor passed through: no core complex has
+ * more than 96 MiB of L3 today. */
+#define LLC_PLAUSIBLE_BYTES (128ul << 20)
+#define LLC_DEFAULT_BYTES (32ul << 20)
+
+size_t coll_llc_choose(size_t sysfs_kib, long cpuid_bytes)
+{
+    if (sysfs_kib > 0)
+        return sysfs_kib * 1024;
+    if (cpuid_bytes > 0 && (size_t)cpuid_bytes <= LLC_PLAUSIBLE_BYTES)
+        return (size_t)cpuid_bytes;
+    return LLC_DEFAULT_BYTES;
+}
+
 /* The last-level cache, from sysfs: in VMs CPUID (which sysconf reads)
- * may report the host's cache, 384 MiB here. */
+ * may report the host socket's whole L3: 384 MiB on the development VM of
+ * 2026-11 (which had sysfs), 508 MiB on that of 2026-12 (which has no
+ * /sys/devices/system/cpu/cpu0/cache), whose cores share 32 MiB. */
 size_t coll_llc_bytes(void)
 {
     size_t kib = 0;
@@ -397,11 +414,7 @@ size_t coll_llc_bytes(void)
             kib = 0;
         fclose(f);
     }
-    if (kib == 0) {
-        long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-        kib = llc > 0 ? (size_t)llc / 1024 : 32 * 1024;
-    }
-    return kib * 1024;
+    return coll_llc_choose(kib, kib ? 0 : sysconf(_SC_LEVEL3_CACHE_SIZE));
 }
 
 #if defined(__x86_64__)
