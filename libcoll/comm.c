@@ -448,14 +448,19 @@ static coll_status_t read_window(struct coll_comm *comm)
 
 /* COLL_STREAM_MIN: "auto" is half the L3, where streaming results out of
  * place measured faster (docs/performance.md, "Results stored past the
- * cache"). */
+ * cache"). Where the L3 is our guess, the host's CPUs may each sit in a
+ * complex of their own, with an L3 each: on such a VM (2 vCPUs) a 2-rank
+ * all-reduce of 16 MiB in place was 9-16% slower streamed and one of 64
+ * MiB faster, so there auto is twice the guess. */
 static coll_status_t read_stream(struct coll_comm *comm)
 {
     const char *text = coll_param_raw(COLL_PARAM_STREAM_MIN);
+    int guessed;
 
-    if (strcasecmp(text, "auto") == 0)
-        comm->stream_min = coll_llc_bytes() / 2;
-    else if (coll_parse_size(text, &comm->stream_min) != 0)
+    if (strcasecmp(text, "auto") == 0) {
+        size_t llc = coll_llc_bytes(&guessed);
+        comm->stream_min = guessed ? 2 * llc : llc / 2;
+    } else if (coll_parse_size(text, &comm->stream_min) != 0)
         return coll_error(COLL_SUBSYS_ALGO, COLL_ERR_INVALID_ARG,
                           "COLL_STREAM_MIN='%s' is not auto, 0 or a size (e.g. 16M)", text);
     return COLL_OK;
@@ -831,6 +836,9 @@ static coll_status_t exchange_and_connect(struct coll_comm *comm, const coll_ini
      * threshold of a few bytes stays one (0 stays never) */
     coll_local_rank(comm, &index, &nlocal);
     comm->stream_rank_min = (comm->stream_min + (size_t)nlocal - 1) / (size_t)nlocal;
+    COLL_INFO(COLL_SUBSYS_INIT, "rank %d: results stored past the cache from %zu KiB of its "
+              "buffers (COLL_STREAM_MIN %zu KiB over %d local ranks; 0: never)", comm->rank,
+              comm->stream_rank_min / 1024, comm->stream_min / 1024, nlocal);
     COLL_CHECK(same_settings(comm));
     COLL_CHECK(create_endpoints(comm));
     COLL_CHECK(connect_all(comm, deadline_ns));
@@ -1100,7 +1108,7 @@ static coll_status_t agree_costs(struct coll_comm *comm)
          * out of place, 10.7 -> 7.7 in place; with a CPU per rank it cost
          * 2 ranks 9% out of place at 16 MiB (docs/performance.md). */
         if (comm->window_auto)
-            comm->window_bytes = comm->crowd > 1 ? coll_llc_bytes() / 16 : 0;
+            comm->window_bytes = comm->crowd > 1 ? coll_llc_bytes(NULL) / 16 : 0;
         if (comm->window_bytes)
             snprintf(crowded + strlen(crowded), sizeof(crowded) - strlen(crowded),
                      "; ring window %zu KiB", comm->window_bytes / 1024);

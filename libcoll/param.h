@@ -246,7 +246,8 @@ typedef enum coll_param_type {
       "buffers, times the ranks on its host) from which data received into the call's "  \
       "result is stored with non-temporal stores where a transport copies it out of "    \
       "buffers of its own (shared memory): such lines are not read before they are "     \
-      "written and do not push out what the call still reads. auto: half the L3; 0: "    \
+      "written and do not push out what the call still reads. auto: half the L3, or "    \
+      "64 MiB where the kernel reports no L3 and CPUID's is a whole socket's; 0: "       \
       "never; or a size")                                                                \
     X(DET_SCRATCH_MAX, COLL_PARAM_SIZE, "256M",                                          \
       "Largest scratch buffer a deterministic algorithm may use; one that would need "   \

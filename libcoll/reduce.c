@@ -390,20 +390,29 @@ static size_t copy_nt_min = SIZE_MAX;
 #define LLC_PLAUSIBLE_BYTES (128ul << 20)
 #define LLC_DEFAULT_BYTES (32ul << 20)
 
-size_t coll_llc_choose(size_t sysfs_kib, long cpuid_bytes)
+size_t coll_llc_choose(size_t sysfs_kib, long cpuid_bytes, int *guessed)
 {
+    int guess = 0;
+    size_t bytes;
+
     if (sysfs_kib > 0)
-        return sysfs_kib * 1024;
-    if (cpuid_bytes > 0 && (size_t)cpuid_bytes <= LLC_PLAUSIBLE_BYTES)
-        return (size_t)cpuid_bytes;
-    return LLC_DEFAULT_BYTES;
+        bytes = sysfs_kib * 1024;
+    else if (cpuid_bytes > 0 && (size_t)cpuid_bytes <= LLC_PLAUSIBLE_BYTES)
+        bytes = (size_t)cpuid_bytes;
+    else {
+        bytes = LLC_DEFAULT_BYTES;
+        guess = 1;
+    }
+    if (guessed)
+        *guessed = guess;
+    return bytes;
 }
 
 /* The last-level cache, from sysfs: in VMs CPUID (which sysconf reads)
  * may report the host socket's whole L3: 384 MiB on the development VM of
  * 2026-11 (which had sysfs), 508 MiB on that of 2026-12 (which has no
  * /sys/devices/system/cpu/cpu0/cache), whose cores share 32 MiB. */
-size_t coll_llc_bytes(void)
+size_t coll_llc_bytes(int *guessed)
 {
     size_t kib = 0;
     char unit = 0;
@@ -414,7 +423,7 @@ size_t coll_llc_bytes(void)
             kib = 0;
         fclose(f);
     }
-    return coll_llc_choose(kib, kib ? 0 : sysconf(_SC_LEVEL3_CACHE_SIZE));
+    return coll_llc_choose(kib, kib ? 0 : sysconf(_SC_LEVEL3_CACHE_SIZE), guessed);
 }
 
 #if defined(__x86_64__)
@@ -440,7 +449,7 @@ static void impl_select(void)
 {
 #if defined(__x86_64__)
     if (cpu_has_avx2_f16c()) {
-        size_t llc = coll_llc_bytes();
+        size_t llc = coll_llc_bytes(NULL);
         /* A reduction streams its output once the two inputs and the
          * output no longer fit in the L3 (half the L3 of output: 1.5 x L3
          * in all); below that the result is better left in cache for

@@ -54,12 +54,13 @@ int coll_reduce_supported(coll_datatype_t dt, coll_op_t op);
 void coll_copy_local(void *dst, const void *src, size_t len);
 
 /* Bytes of the last-level cache a CPU of this host shares (sysfs, else
- * sysconf where that is plausible, else 32 MiB). */
-size_t coll_llc_bytes(void);
+ * sysconf where that is plausible, else 32 MiB); *guessed (may be NULL)
+ * is 1 in the last case. */
+size_t coll_llc_bytes(int *guessed);
 /* coll_llc_bytes' rule, for tests: the kernel's figure (KiB, 0: none),
  * else CPUID's (bytes, <= 0: none) where it is one complex's, else 32
- * MiB. */
-size_t coll_llc_choose(size_t sysfs_kib, long cpuid_bytes);
+ * MiB, a guess. */
+size_t coll_llc_choose(size_t sysfs_kib, long cpuid_bytes, int *guessed);
 
 /* Name of the implementation in use ("avx2+f16c" or "scalar"), for logs. */
 const char *coll_reduce_impl(void);

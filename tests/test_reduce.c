@@ -1263,15 +1263,22 @@ END_TEST
 START_TEST(test_llc_choose)
 {
     const size_t mib = 1u << 20;
+    int guessed = -1;
 
-    ck_assert_uint_eq(coll_llc_choose(32 * 1024, 532676608), 32 * mib);
-    ck_assert_uint_eq(coll_llc_choose(393216, 0), 384 * mib); /* the kernel says so */
-    ck_assert_uint_eq(coll_llc_choose(0, (long)(96 * mib)), 96 * mib);
-    ck_assert_uint_eq(coll_llc_choose(0, (long)(128 * mib)), 128 * mib);
-    ck_assert_uint_eq(coll_llc_choose(0, 532676608), 32 * mib);
-    ck_assert_uint_eq(coll_llc_choose(0, 0), 32 * mib);
-    ck_assert_uint_eq(coll_llc_choose(0, -1), 32 * mib);
-    ck_assert_uint_gt(coll_llc_bytes(), 0);
+    ck_assert_uint_eq(coll_llc_choose(32 * 1024, 532676608, &guessed), 32 * mib);
+    ck_assert_int_eq(guessed, 0);
+    ck_assert_uint_eq(coll_llc_choose(393216, 0, &guessed), 384 * mib); /* the kernel says so */
+    ck_assert_int_eq(guessed, 0);
+    ck_assert_uint_eq(coll_llc_choose(0, (long)(96 * mib), &guessed), 96 * mib);
+    ck_assert_int_eq(guessed, 0);
+    ck_assert_uint_eq(coll_llc_choose(0, (long)(128 * mib), NULL), 128 * mib);
+    ck_assert_uint_eq(coll_llc_choose(0, 532676608, &guessed), 32 * mib);
+    ck_assert_int_eq(guessed, 1);
+    guessed = -1;
+    ck_assert_uint_eq(coll_llc_choose(0, 0, &guessed), 32 * mib);
+    ck_assert_int_eq(guessed, 1);
+    ck_assert_uint_eq(coll_llc_choose(0, -1, NULL), 32 * mib);
+    ck_assert_uint_gt(coll_llc_bytes(NULL), 0);
 }
 END_TEST
 
