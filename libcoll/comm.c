@@ -488,7 +488,8 @@ static coll_status_t read_coll_settings(struct coll_comm *comm)
 }
 
 /* Cost-model inputs: the slowest link in use sets alpha and beta; the
- * link asking for the largest pipeline chunk sets chunk_links. */
+ * link asking for the largest pipeline chunk sets chunk_links (toward this
+ * host) and chunk_bulk (toward others). */
 static void read_link_costs(struct coll_comm *comm)
 {
     uint64_t my_host = comm->peers[comm->rank].info.host_hash;
@@ -497,6 +498,7 @@ static void read_link_costs(struct coll_comm *comm)
     comm->beta = 0;
     comm->pull = 1;
     comm->chunk_links = 0;
+    comm->chunk_bulk = 0;
     for (int r = 0; r < comm->nranks; r++) {
         coll_tp_perf_t perf = {0};
         coll_tp_iface_t *iface = comm->peers[r].ep->iface;
@@ -506,10 +508,16 @@ static void read_link_costs(struct coll_comm *comm)
         comm->alpha = COLL_MAX(comm->alpha, perf.latency_s + perf.overhead_s);
         comm->beta = COLL_MAX(comm->beta, 1.0 / perf.bandwidth_Bps);
         comm->pull &= perf.pull;
-        comm->chunk_links = COLL_MAX(comm->chunk_links, comm->peers[r].info.host_hash == my_host
-                                                            ? perf.chunk_local
-                                                            : perf.chunk_remote);
+        if (comm->peers[r].info.host_hash == my_host)
+            comm->chunk_links = COLL_MAX(comm->chunk_links, perf.chunk_local);
+        else
+            comm->chunk_bulk = COLL_MAX(comm->chunk_bulk, perf.chunk_remote);
     }
+}
+
+size_t coll_call_chunk(size_t chunk, size_t bulk, size_t block_bytes)
+{
+    return bulk > chunk && block_bytes / bulk >= COLL_BULK_MIN_CHUNKS ? bulk : chunk;
 }
 
 /* COLL_PIPELINE_CHUNK when set; else its default, or the larger chunk a
@@ -517,7 +525,15 @@ static void read_link_costs(struct coll_comm *comm)
  * into the same pieces). */
 static void choose_chunk(struct coll_comm *comm)
 {
-    if (coll_param_is_set(COLL_PARAM_PIPELINE_CHUNK) || comm->chunk_links <= comm->chunk_bytes)
+    if (coll_param_is_set(COLL_PARAM_PIPELINE_CHUNK)) {
+        comm->chunk_bulk = 0;
+        return;
+    }
+    if (comm->chunk_bulk > comm->chunk_bytes)
+        COLL_INFO(COLL_SUBSYS_INIT, "rank %d: all-reduce pipeline chunk %zu bytes where a "
+                  "rank's share of the vector holds %d of them, as links toward other hosts "
+                  "ask", comm->rank, comm->chunk_bulk, COLL_BULK_MIN_CHUNKS);
+    if (comm->chunk_links <= comm->chunk_bytes)
         return;
     COLL_INFO(COLL_SUBSYS_INIT, "rank %d: pipeline chunk %zu bytes, as a link asks (%zu by "
               "default; COLL_PIPELINE_CHUNK sets it)", comm->rank, comm->chunk_links,
@@ -1045,11 +1061,11 @@ static double crowding(const struct coll_comm *comm, const uint8_t *rows, size_t
  * different algorithms or chunks for one call would fail or hang). */
 static coll_status_t agree_costs(struct coll_comm *comm)
 {
-    enum { NV = 7, NOPULL = 4, MBOX = 5, CHUNK = 6, ROW = 8 * (NV + MASK_WORDS) };
+    enum { NV = 8, NOPULL = 4, MBOX = 5, CHUNK = 6, BULK = 7, ROW = 8 * (NV + MASK_WORDS) };
     int p = comm->nranks;
     double mine[NV] = {comm->alpha, comm->beta,  comm->gamma,
                        comm->copy,  !comm->pull, (double)local_mbox_bytes(comm),
-                       (double)comm->chunk_links};
+                       (double)comm->chunk_links, (double)comm->chunk_bulk};
     uint64_t mask[MASK_WORDS];
     uint8_t out[ROW], *in = calloc((size_t)p, ROW);
     struct coll_request **reqs = calloc((size_t)(2 * p), sizeof(*reqs));
@@ -1094,6 +1110,7 @@ static coll_status_t agree_costs(struct coll_comm *comm)
     comm->pull = mine[NOPULL] == 0;
     comm->mbox_bytes = p > 1 ? (size_t)mine[MBOX] : 0;
     comm->chunk_links = (size_t)mine[CHUNK];
+    comm->chunk_bulk = (size_t)mine[BULK];
     choose_chunk(comm);
     if (st == COLL_OK) {
         comm->crowd = crowding(comm, in, ROW, NV);

@@ -109,6 +109,7 @@ struct coll_comm {
     int checksum;                  /* COLL_CHECKSUM, the same on every rank */
     size_t chunk_bytes;            /* COLL_PIPELINE_CHUNK, or chunk_links (choose_chunk) */
     size_t chunk_links;            /* the largest chunk a link in use asks for, over ranks */
+    size_t chunk_bulk;             /* the same toward other hosts, for large vectors (0: none) */
     size_t det_scratch_max;
     size_t window_bytes;           /* COLL_PIPELINE_WINDOW resolved (agree_costs); 0: none */
     int window_auto;               /* COLL_PIPELINE_WINDOW=auto */
@@ -195,6 +196,12 @@ typedef struct coll_init_args {
 /* Build a communicator: bootstrap, choose a transport per peer, connect.
  * Releases args->root (joins it, or cancels it on failure). */
 coll_status_t coll_comm_init_internal(const coll_init_args_t *args, struct coll_comm **comm_p);
+
+/* An all-reduce's pipeline chunk is `bulk` (links toward other hosts ask
+ * for it, 0: none) where a rank's share of the vector, block_bytes, holds
+ * at least this many of it, else `chunk` (the communicator's). */
+#define COLL_BULK_MIN_CHUNKS 8
+size_t coll_call_chunk(size_t chunk, size_t bulk, size_t block_bytes);
 
 /* ---- entering and leaving (public API wrappers) ------------------------ */
 

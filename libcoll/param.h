@@ -234,7 +234,9 @@ typedef enum coll_param_type {
       "Pipeline chunk of the chunked algorithms (ring, chain): data moves and is "       \
       "reduced in pieces of this size so that links and reductions overlap. Unset, a "   \
       "link may ask for more: TCP between ranks of one host for COLL_TCP_CHUNK_LOCAL "   \
-      "(the largest over ranks)")                                                        \
+      "(the largest over ranks); TCP toward other hosts, with COLL_NSOCKS above 1, for "  \
+      "twice COLL_TCP_EAGER_LIMIT in all-reduce calls where a rank's share of the "       \
+      "vector holds 8 of those, so that each chunk is striped over the sockets")        \
     X(PIPELINE_WINDOW, COLL_PARAM_STR, "auto",                                          \
       "Bytes of its pipeline chunks (one per block) a rank of the ring all-reduce keeps " \
       "in flight: chunk j + w starts once chunk j is reduced, so that a chunk is still " \

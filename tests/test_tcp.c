@@ -18,7 +18,11 @@
  *     and COLL_LINK_BANDWIDTH / COLL_LINK_LATENCY are honoured;
  *   - the pipeline chunk: ranks of one kernel over TCP cut vectors into
  *     COLL_TCP_CHUNK_LOCAL pieces (the largest over ranks), unless
- *     COLL_PIPELINE_CHUNK is set or shared memory carries the data;
+ *     COLL_PIPELINE_CHUNK is set or shared memory carries the data; the
+ *     larger chunk of links toward other hosts (twice COLL_TCP_EAGER_LIMIT)
+ *     never applies between them, and applies to an all-reduce only
+ *     where a rank's share of the vector holds COLL_BULK_MIN_CHUNKS of it
+ *     (test_cluster's 64 MiB runs take it across namespaces);
  *   - the eager limit between ranks of one kernel: COLL_TCP_EAGER_LIMIT_LOCAL
  *     where they have a CPU each, COLL_TCP_EAGER_LIMIT_CROWDED where they
  *     share one;
@@ -474,6 +478,8 @@ static int rank_chunk(int rank, int nranks, const coll_unique_id_t *id, void *ar
     comm = harness_init(rank, nranks, id);
     RANK_CHECK(comm->chunk_bytes == c->want, "pipeline chunk %zu bytes, expected %zu",
                comm->chunk_bytes, c->want);
+    RANK_CHECK(comm->chunk_bulk == 0, "chunk toward other hosts %zu bytes between ranks of "
+               "one kernel", comm->chunk_bulk);
     RANK_OK(coll_allreduce(v, v, 1, COLL_FLOAT32, COLL_SUM, comm));
     RANK_CHECK(v[0] == (float)nranks, "all-reduce gave %g, expected %d", (double)v[0], nranks);
     RANK_OK(coll_comm_destroy(comm));
@@ -483,6 +489,21 @@ static int rank_chunk(int rank, int nranks, const coll_unique_id_t *id, void *ar
 START_TEST(test_chunk)
 {
     ck_assert_int_eq(harness_run(3, rank_chunk, (void *)&chunk_cases[_i], 60), 0);
+}
+END_TEST
+
+/* A call's chunk: the bulk one only from COLL_BULK_MIN_CHUNKS of it per
+ * rank's share, and only where it is the larger. */
+START_TEST(test_call_chunk)
+{
+    size_t k = 1024, bulk = 512 * k, min = COLL_BULK_MIN_CHUNKS * bulk;
+
+    ck_assert_uint_eq(coll_call_chunk(256 * k, bulk, min), bulk);
+    ck_assert_uint_eq(coll_call_chunk(256 * k, bulk, min - 1), 256 * k);
+    ck_assert_uint_eq(coll_call_chunk(256 * k, bulk, 64 * min), bulk);
+    ck_assert_uint_eq(coll_call_chunk(256 * k, 0, 64 * min), 256 * k);        /* none asked */
+    ck_assert_uint_eq(coll_call_chunk(2048 * k, bulk, 64 * min), 2048 * k);   /* smaller */
+    ck_assert_uint_eq(coll_call_chunk(256 * k, bulk, 0), 256 * k);
 }
 END_TEST
 
@@ -903,6 +924,7 @@ static Suite *tcp_suite(void)
     tcase_add_loop_test(tc, test_cost_choice, 0, 2);
     tcase_add_test(tc, test_cost_probe_differs);
     tcase_add_loop_test(tc, test_chunk, 0, (int)COLL_ARRAY_LEN(chunk_cases));
+    tcase_add_test(tc, test_call_chunk);
     tcase_add_loop_test(tc, test_eager_local, 0, (int)COLL_ARRAY_LEN(eager_cases));
     tcase_add_loop_test(tc, test_congestion, 0, 3);
     suite_add_tcase(s, tc);

@@ -122,7 +122,10 @@ typedef struct coll_tp_perf {
     /* Smallest pipeline chunk (COLL_PIPELINE_CHUNK) that moves at full
      * speed toward a peer on this host (_local) or on another one
      * (_remote): below it each message's own costs show, such as a system
-     * call on both sides. 0: no wish; the caller zeroes the struct. */
+     * call on both sides. 0: no wish; the caller zeroes the struct.
+     * _remote is taken only by all-reduce calls whose blocks hold at
+     * least COLL_BULK_MIN_CHUNKS of it (collectives.c): a larger chunk
+     * fills the pipeline later. */
     size_t chunk_local, chunk_remote;
 } coll_tp_perf_t;
 

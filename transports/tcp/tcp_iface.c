@@ -271,9 +271,16 @@ static coll_status_t tcp_iface_query(coll_tp_iface_t *tiface, coll_tp_perf_t *pe
      * set the pace: a 2-rank all-reduce of 16 MiB took 10.2-12.9 ms in
      * 256 KiB pipeline chunks and 7.4-9.5 ms in COLL_TCP_CHUNK_LOCAL
      * (2 MiB) ones (docs/performance.md). Over a wire smaller chunks fill
-     * the pipeline sooner. */
+     * the pipeline sooner, but an eager chunk travels on socket 0 alone,
+     * whose unsent backlog (COLL_TCP_CHUNK) is a millisecond at 1 Gbit/s:
+     * a sender that is off its CPU longer leaves the link idle. Above the
+     * eager limit a chunk is striped over every socket. Emulated cluster,
+     * 4 hosts at 1 Gbit/s, 4 alternating rounds, % of the link: 64 MiB
+     * 79-89 eager, 85-91 striped; 4 MiB 72-94 eager, 67-80 striped (the
+     * clear-to-send waits behind the other direction's data); Gloo 80-88
+     * and 80-93 (docs/performance.md). */
     perf_p->chunk_local = iface->chunk_local;
-    perf_p->chunk_remote = 0;
+    perf_p->chunk_remote = iface->nsocks > 1 ? 2 * iface->eager_limit : 0;
     return COLL_OK;
 }
 
