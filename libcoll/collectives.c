@@ -103,7 +103,7 @@ static coll_status_t check_pair(call_t *c, size_t sbytes, size_t rbytes, int in_
 /* The pipeline chunk of this call. Links toward other hosts ask for a
  * larger one (chunk_bulk) for large vectors; only the all-reduce takes it.
  * Emulated cluster, 4 hosts at 1 Gbit/s, 16 and 64 MiB: the all-reduce
- * went from 81-90% of the link to 88-92%, the broadcast (a chain) fell
+ * went from 81-91% of the link to 88-93%, the broadcast (a chain) fell
  * from 84-93% to 78-88%, reduce-scatter and all-gather stayed level
  * (docs/performance.md). count * esize is the same on every rank. */
 static size_t call_chunk(const call_t *c)

@@ -277,7 +277,7 @@ static coll_status_t tcp_iface_query(coll_tp_iface_t *tiface, coll_tp_perf_t *pe
      * eager limit a chunk is striped over every socket. Emulated cluster,
      * 4 hosts at 1 Gbit/s, 4 alternating rounds, % of the link: 64 MiB
      * 79-89 eager, 85-91 striped; 4 MiB 72-94 eager, 67-80 striped (the
-     * clear-to-send waits behind the other direction's data); Gloo 80-88
+     * clear-to-send waits behind the other direction's data); Gloo 85-89
      * and 80-93 (docs/performance.md). */
     perf_p->chunk_local = iface->chunk_local;
     perf_p->chunk_remote = iface->nsocks > 1 ? 2 * iface->eager_limit : 0;
