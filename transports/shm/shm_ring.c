@@ -26,6 +26,23 @@ void shm_seg_name(char *buf, size_t len, uint32_t pid, uint64_t nonce, int peer)
     snprintf(buf, len, "/coll.%u.%016llx.%d", pid, (unsigned long long)nonce, peer);
 }
 
+/* One access to every page of [p, p + len), p 8-byte aligned: a load, or
+ * where `write`, an atomic add of 0 to the page's first 8 bytes, which
+ * stores without changing them even where the peer stores there too (a
+ * mailbox's `released`). */
+static void touch_pages(void *p, size_t len, int write)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+    for (size_t i = 0; i < len; i += page) {
+        uint64_t *w = (uint64_t *)((uint8_t *)p + i);
+        if (write)
+            __atomic_fetch_add(w, 0, __ATOMIC_RELAXED);
+        else
+            (void)__atomic_load_n(w, __ATOMIC_RELAXED);
+    }
+}
+
 void shm_rings_attach(shm_ep_t *ep)
 {
     size_t ring = ep->seg->ring_bytes;
@@ -44,6 +61,17 @@ void shm_rings_attach(shm_ep_t *ep)
     shm_mbox_t *boxes = (shm_mbox_t *)(base + 2 * ring);
     ep->mbox_out = &boxes[out];
     ep->mbox_in = &boxes[!out];
+    /* MAP_POPULATE maps every page, yet on the development machine since
+     * 2026-12 (a VM) this process's first load from a page and its first
+     * store to it still cost microseconds each, with no fault counted.
+     * Paid here, not through the first round of the mailbox slots at each
+     * new message size: 2 ranks, 4 KiB all-reduce out of place, calls 2-8
+     * at a new size took 11-16 us instead of 1-2 (docs/performance.md).
+     * Not the rings: 4 times the pages, whose first pass costs each page
+     * once in a stream of messages, and touching them here made 8 ranks'
+     * init 45% longer. */
+    touch_pages(ep->mbox_out, sizeof(shm_mbox_t), 1);
+    touch_pages(ep->mbox_in, sizeof(shm_mbox_t), 0);
     /* a record may fill a quarter of the ring: four chunks in flight */
     /* a multiple of COLL_TP_FOLD_ALIGN: a DATA record never cuts an element */
     ep->max_payload = (ring / 4 - SHM_REC_HDR) / COLL_TP_FOLD_ALIGN * COLL_TP_FOLD_ALIGN;
