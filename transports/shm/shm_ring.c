@@ -26,16 +26,17 @@ void shm_seg_name(char *buf, size_t len, uint32_t pid, uint64_t nonce, int peer)
     snprintf(buf, len, "/coll.%u.%016llx.%d", pid, (unsigned long long)nonce, peer);
 }
 
-/* One access to every page of [p, p + len), p 8-byte aligned: a load, or
- * where `write`, an atomic add of 0 to the page's first 8 bytes, which
- * stores without changing them even where the peer stores there too (a
- * mailbox's `released`). */
+/* One access to every page that [p, p + len) reaches, p 8-byte aligned:
+ * at p, then at each page boundary inside the range (stepping by a page
+ * from an unaligned p would miss the last page). A load, or where
+ * `write`, an atomic add of 0 to 8 bytes, which stores without changing
+ * them even where the peer stores there too (a mailbox's `released`). */
 static void touch_pages(void *p, size_t len, int write)
 {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), end = (uintptr_t)p + len;
 
-    for (size_t i = 0; i < len; i += page) {
-        uint64_t *w = (uint64_t *)((uint8_t *)p + i);
+    for (uintptr_t at = (uintptr_t)p; at < end; at = (at & ~(page - 1)) + page) {
+        uint64_t *w = (uint64_t *)at;
         if (write)
             __atomic_fetch_add(w, 0, __ATOMIC_RELAXED);
         else
