@@ -13,6 +13,9 @@
  * - COLL_PERF_CORRUPT=1 (the self-test of the check) makes #wrong > 0 and
  *   the exit status non-zero, for coll_perf and for p2p_perf;
  * - p2p_latency, p2p_bw and p2p_bibw at 2 ranks with -c;
+ * - tcp_ring_perf (plain TCP streams in a ring; libcoll only starts the
+ *   job) at 3 ranks with 2 streams each: its CSV rows, #wrong 0, busbw =
+ *   algbw x 2(n-1)/n, and COLL_PERF_CORRUPT makes it fail;
  * - bad flags: a clear message, a non-zero status, no crash, no hang;
  * - ramp_bench (no library, two threads): one row per group, covering
  *   every exchange, with positive times and rates; a bad flag is named.
@@ -365,6 +368,48 @@ START_TEST(test_p2p)
 }
 END_TEST
 
+/* ---- tcp_ring_perf ----------------------------------------------------------------------- */
+
+START_TEST(test_tcp_ring)
+{
+    char dir[64], csv[128], args[256], *out = out_buf(), *text, *save = NULL;
+    int rc, rows = 0;
+
+    harness_tmpdir_make(dir, sizeof(dir), "test-bench");
+    snprintf(csv, sizeof(csv), "%s/ring.csv", dir);
+    snprintf(args, sizeof(args), "-b 1M -e 4M -f 4 -n 2 -w 1 -c 1 -s 2 --csv %s", csv);
+    rc = run_bench("", 3, "tcp_ring_perf", args, out);
+    ck_assert_msg(rc == 0, "tcp_ring_perf: exit %d\n%s", rc, out);
+    ck_assert_msg(strstr(out, "# wrong bytes: 0 OK"), "no check verdict\n%s", out);
+    text = slurp(csv);
+    char *line = strtok_r(text, "\n", &save);
+    ck_assert_str_eq(line, "library,version,transport,collective,nranks,size,count,type,redop,"
+                           "root,placement,time_us,algbw,busbw,p50_us,p99_us,wrong");
+    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+        char *f[MAX_FIELDS];
+        ck_assert_int_eq(split(line, ",", f, MAX_FIELDS, 1), 17);
+        ck_assert_str_eq(f[3], "tcp_ring");
+        ck_assert_int_eq(atol(f[4]), 3);
+        ck_assert_int_eq(atol(f[5]), (1L << 20) << (2 * rows)); /* 1M, 4M */
+        double algbw = atof(f[12]), busbw = atof(f[13]);
+        /* the link carries 2(n-1)/n of the size, rounded down to whole bytes */
+        ck_assert_msg(algbw > 0 && fabs(busbw / algbw - 4.0 / 3) < 1e-5, "row %s", line);
+        ck_assert_str_eq(f[16], "0");
+        rows++;
+    }
+    ck_assert_int_eq(rows, 2);
+    free(text);
+    harness_tmpdir_remove(dir);
+
+    /* every receiver of rank 1's stream sees its flipped bytes */
+    rc = run_bench("COLL_PERF_CORRUPT=1", 3, "tcp_ring_perf", "-b 1M -e 1M -n 1 -w 0", out);
+    ck_assert_msg(rc == 1, "corrupted tcp_ring_perf exited %d\n%s", rc, out);
+    ck_assert_msg(strstr(out, "FAILED") && !strstr(out, "# wrong bytes: 0 "),
+                  "no FAILED verdict\n%s", out);
+    free(out);
+}
+END_TEST
+
 /* ---- bad flags ------------------------------------------------------------------------- */
 
 typedef struct bad_case {
@@ -387,6 +432,8 @@ static const bad_case_t bad_cases[] = {
     {"p2p_latency", "-m 4K:1K", "MIN 4096 is larger than MAX 1024"},
     {"p2p_bw", "-T nosuch -m 8:8", "COLL_TRANSPORTS='nosuch' allows no transport"},
     {"p2p_perf", "-i 5", "name a test with -m"},
+    {"tcp_ring_perf", "-s 17", "-s needs a whole number in 1..16, got '17'"},
+    {"tcp_ring_perf", "-b 4M -e 1M", "-b 4194304 is above -e 1048576"},
     {"all_reduce_perf", "-b 8 -e 8 --csv /nonexistent-dir/x.csv",
      "cannot write /nonexistent-dir/x.csv"},
     {"p2p_bibw", "-m 8:8 --json /nonexistent-dir/x.json", "cannot write /nonexistent-dir/x.json"},
@@ -475,6 +522,11 @@ static Suite *bench_suite(void)
     tc = tcase_create("p2p_perf");
     tcase_set_timeout(tc, RUN_TIMEOUT_S + 10);
     tcase_add_loop_test(tc, test_p2p, 0, 3);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("tcp_ring_perf");
+    tcase_set_timeout(tc, 2 * RUN_TIMEOUT_S + 10);
+    tcase_add_test(tc, test_tcp_ring);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("usage");
