@@ -27,12 +27,17 @@
  */
 #include "algorithms.h"
 
-/* Out of place, our own block is copied into recvbuf. Added after the
- * first step's send and receive, the copy starts before them: the
- * schedule starts ready steps last in, first out. Added first, it had
- * started after them, and over TCP that was slower (2 ranks, 5
- * alternating launches: 1 MiB 137 -> 104 us, 4 MiB 582 -> 434; why is not
- * established). */
+/* Out of place, our own block is copied into recvbuf. The schedule starts
+ * ready steps last in, first out: added after the first step's send and
+ * receive, the copy starts before them; added before them, after.
+ * Over TCP the copy goes first (2 ranks, 5 alternating launches: 1 MiB
+ * 137 -> 104 us, 4 MiB 582 -> 434; on the machine of 2026-12-06, 4 MiB
+ * 538-723 against 633-1160 us the other way; why is not established).
+ * Where every pair shares memory the exchange goes first (2 ranks, 1 MiB,
+ * 5 alternating rounds: 62.3-72.8 -> 57.7-68.6 us, Open MPI 60.5-72.3;
+ * 4 ranks 194-211 -> 184-215; 16 MiB level): both CPUs copy each block
+ * through the pair's ring in step, so a rank busy with its own block
+ * holds back its peer's receive, we think. */
 static void own_block(coll_sched_t *s, const coll_args_t *a, int r, size_t bytes)
 {
     if (!a->in_place)
@@ -59,6 +64,8 @@ static void build(coll_sched_t *s)
         held = coll_sched_scratch(s, (size_t)(p / 2) * bytes);
     if (!done || (a->in_place && !held))
         return;
+    if (a->pull)
+        own_block(s, a, r, bytes);
     for (int k = 1; k < p; k++) {
         int to = coll_mod(r + k, p), from = coll_mod(r - k, p);
         int parked = held && 2 * k <= p; /* copied to its place at the end */
@@ -68,7 +75,7 @@ static void build(coll_sched_t *s)
         coll_vid_t rv = (parked ? coll_sched_recv : coll_sched_recv_result)(
             s, dst, bytes, from, 0, COLL_DEPS(prev));
         done[k] = prev = coll_sched_join(s, COLL_DEPS(sv, rv));
-        if (k == 1)
+        if (k == 1 && !a->pull)
             own_block(s, a, r, bytes);
     }
     for (int k = 1; held && 2 * k <= p; k++)

@@ -130,6 +130,7 @@ static coll_status_t launch(call_t *c, struct coll_request **req_p)
     c->a.chunk_bytes = call_chunk(c);
     c->a.det_scratch_max = comm->det_scratch_max;
     c->a.window_bytes = comm->window_bytes;
+    c->a.pull = comm->pull;
     c->a.mbox_bytes = comm->mbox_bytes;
     c->a.stream = comm->stream_rank_min > 0 && c->touched >= comm->stream_rank_min;
     COLL_CHECK(coll_algo_select(comm, &c->a, &algo));

@@ -60,6 +60,8 @@ typedef struct coll_args {
     size_t mbox_bytes;        /* largest mailbox message (coll_sched_mbox_put); 0: none */
     int stream;               /* the buffers outgrow the cache (COLL_STREAM_MIN):
                                  coll_sched_recv_result streams */
+    int pull;                 /* every pair's transport lets receivers read senders'
+                                 memory: every pair shares memory (comm->pull) */
     const char *algo;         /* the algorithm chosen for the call */
 } coll_args_t;
 
