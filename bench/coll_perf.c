@@ -1034,14 +1034,6 @@ static int close_outputs(bench_t *b)
     return bench_close_outputs(PROG, b->csv, b->json);
 }
 
-/* The environment variable COLL_PERF_CORRUPT=RANK (a self-test of the
- * check): that rank flips one bit of its result before counting. */
-static int corrupt_rank(void)
-{
-    long r;
-    return bench_parse_long(getenv("COLL_PERF_CORRUPT"), 0, 1L << 30, &r) == 0 ? (int)r : -1;
-}
-
 static void init_comm(bench_t *b)
 {
     coll_status_t st;
@@ -1072,7 +1064,7 @@ int main(int argc, char **argv)
     b.o = &o;
     b.kind = (kind_t)o.kind;
     b.flags = colls[o.kind].flags;
-    b.corrupt_rank = corrupt_rank();
+    b.corrupt_rank = bench_corrupt_rank(); /* flips one bit of its result before counting */
     b.transport = bench_transport_label(o.transport);
     b.algo = algo_label(&o, b.kind);
     init_comm(&b);

@@ -542,16 +542,12 @@ int main(int argc, char **argv)
 {
     opts_t o;
     bench_t b = {0};
-    long r;
     int bad = 0;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     parse_args(&o, argc, argv);
     b.o = &o;
-    /* COLL_PERF_CORRUPT=RANK: that rank flips a received bit (self-test) */
-    b.corrupt_rank = -1;
-    if (bench_parse_long(getenv("COLL_PERF_CORRUPT"), 0, 1L << 30, &r) == 0)
-        b.corrupt_rank = (int)r;
+    b.corrupt_rank = bench_corrupt_rank(); /* flips a received bit */
     b.transport = bench_transport_label(o.transport);
     init_comm(&b);
     check_memory(&b);

@@ -56,7 +56,8 @@ typedef struct opts {
 typedef struct ring {
     coll_comm_t comm;
     int rank, nranks;
-    int out[MAX_SOCKS], in[MAX_SOCKS]; /* to rank+1, from rank-1 */
+    int next, prev;                    /* rank+1 and rank-1, mod nranks */
+    int out[MAX_SOCKS], in[MAX_SOCKS]; /* to next, from prev */
     int nsocks;
     unsigned char *sendbuf, *recvbuf;  /* IO_BYTES each */
 } ring_t;
@@ -193,19 +194,18 @@ static void connect_ring(ring_t *g)
         fail(g, "out of memory");
     check_ok(g, "coll_allgather (listening addresses)",
              coll_allgather(&me, all, sizeof(me), COLL_UINT8, g->comm));
-    const struct sockaddr_in *next = &all[(g->rank + 1) % g->nranks];
+    const struct sockaddr_in *next = &all[g->next];
     for (int i = 0; i < g->nsocks; i++) {
         g->out[i] = socket(AF_INET, SOCK_STREAM, 0);
         if (g->out[i] < 0 || connect(g->out[i], (const struct sockaddr *)next, sizeof(*next)))
-            fail(g, "cannot connect to rank %d at %s:%d: %s", (g->rank + 1) % g->nranks,
+            fail(g, "cannot connect to rank %d at %s:%d: %s", g->next,
                  inet_ntoa(next->sin_addr), ntohs(next->sin_port), strerror(errno));
         set_stream_opts(g, g->out[i]);
     }
     for (int i = 0; i < g->nsocks; i++) {
         struct pollfd p = {.fd = lfd, .events = POLLIN};
         if (poll(&p, 1, STALL_MS) == 0)
-            fail(g, "rank %d did not connect within %d s", (g->rank + g->nranks - 1) % g->nranks,
-                 STALL_MS / 1000);
+            fail(g, "rank %d did not connect within %d s", g->prev, STALL_MS / 1000);
         if ((g->in[i] = accept(lfd, NULL, NULL)) < 0)
             fail(g, "accept: %s", strerror(errno));
         set_stream_opts(g, g->in[i]);
@@ -221,13 +221,20 @@ static unsigned char pattern(int src, size_t pos)
     return (unsigned char)((pos * 131u + (pos >> 12) * 7u + (size_t)src * 29u) & 0xff);
 }
 
+/* Stream k's share of `bytes` over n streams: bytes/n, the last the rest. */
+static size_t stream_share(size_t bytes, int n, int k)
+{
+    size_t share = bytes / (size_t)n;
+    return k == n - 1 ? bytes - share * (size_t)(n - 1) : share;
+}
+
 /* One iteration: `bytes` out on the out-sockets and in on the in-sockets,
- * an equal share each (socket k takes bytes/nsocks, the last the rest).
- * With `check`, every received byte is compared; returns the wrong ones. */
+ * each stream its share. With `check`, every received byte is compared;
+ * returns the wrong ones. */
 static size_t exchange(ring_t *g, size_t bytes, int check)
 {
-    int n = g->nsocks, prev = (g->rank + g->nranks - 1) % g->nranks;
-    size_t share = bytes / (size_t)n, sent[MAX_SOCKS], rcvd[MAX_SOCKS], wrong = 0;
+    int n = g->nsocks;
+    size_t sent[MAX_SOCKS], rcvd[MAX_SOCKS], wrong = 0;
     struct pollfd pfd[2 * MAX_SOCKS];
 
     for (int k = 0; k < n; k++)
@@ -235,7 +242,7 @@ static size_t exchange(ring_t *g, size_t bytes, int check)
     for (;;) {
         int np = 0;
         for (int k = 0; k < n; k++) {
-            size_t want = k == n - 1 ? bytes - share * (size_t)(n - 1) : share;
+            size_t want = stream_share(bytes, n, k);
             if (sent[k] < want)
                 pfd[np++] = (struct pollfd){.fd = g->out[k], .events = POLLOUT};
             if (rcvd[k] < want)
@@ -245,8 +252,8 @@ static size_t exchange(ring_t *g, size_t bytes, int check)
             return wrong;
         int rc = poll(pfd, (nfds_t)np, STALL_MS);
         if (rc == 0)
-            fail(g, "no byte moved to rank %d or from rank %d for %d s", (g->rank + 1) % g->nranks,
-                 prev, STALL_MS / 1000);
+            fail(g, "no byte moved to rank %d or from rank %d for %d s", g->next, g->prev,
+                 STALL_MS / 1000);
         if (rc < 0 && errno != EINTR)
             fail(g, "poll: %s", strerror(errno));
         for (int i = 0; i < np && rc > 0; i++) {
@@ -255,23 +262,22 @@ static size_t exchange(ring_t *g, size_t bytes, int check)
             int k, out = pfd[i].events == POLLOUT;
             for (k = 0; k < n && (out ? g->out[k] : g->in[k]) != pfd[i].fd; k++)
                 ;
-            size_t want = k == n - 1 ? bytes - share * (size_t)(n - 1) : share;
-            size_t *done = out ? &sent[k] : &rcvd[k], left = want - *done;
+            size_t *done = out ? &sent[k] : &rcvd[k], left = stream_share(bytes, n, k) - *done;
             /* stream position p carries pattern(src, p % IO_BYTES) */
             size_t at = *done % IO_BYTES, room = out ? IO_BYTES - at : IO_BYTES;
             size_t chunk = left < room ? left : room;
             ssize_t got = out ? send(pfd[i].fd, g->sendbuf + at, chunk, MSG_NOSIGNAL)
                               : recv(pfd[i].fd, g->recvbuf, chunk, 0);
             if (got == 0 && !out)
-                fail(g, "rank %d closed its stream %d", prev, k);
+                fail(g, "rank %d closed its stream %d", g->prev, k);
             if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                 fail(g, "%s rank %d: %s", out ? "send to" : "receive from",
-                     out ? (g->rank + 1) % g->nranks : prev, strerror(errno));
+                     out ? g->next : g->prev, strerror(errno));
             if (got <= 0)
                 continue;
             if (check && !out)
                 for (ssize_t b = 0; b < got; b++)
-                    wrong += g->recvbuf[b] != pattern(prev, ((*done + (size_t)b) % IO_BYTES));
+                    wrong += g->recvbuf[b] != pattern(g->prev, (*done + (size_t)b) % IO_BYTES);
             *done += (size_t)got;
         }
     }
@@ -305,9 +311,9 @@ int main(int argc, char **argv)
     if (g.nranks < 2)
         fail(&g, "needs at least 2 ranks (got %d)", g.nranks);
     g.nsocks = (int)o.nsocks;
-    long bad = -1;
-    int corrupt = bench_parse_long(getenv("COLL_PERF_CORRUPT"), 0, 1L << 30, &bad) == 0 &&
-                  bad == g.rank;
+    g.next = (g.rank + 1) % g.nranks;
+    g.prev = (g.rank + g.nranks - 1) % g.nranks;
+    int corrupt = bench_corrupt_rank() == g.rank;
     g.sendbuf = bench_alloc_or_abort(PROG, g.comm, g.rank, IO_BYTES, "the send buffer");
     g.recvbuf = bench_alloc_or_abort(PROG, g.comm, g.rank, IO_BYTES, "the receive buffer");
     if (!(iter_t = calloc((size_t)o.iters, sizeof(*iter_t))))

@@ -84,6 +84,12 @@ int bench_env_rank(void)
     return -1;
 }
 
+int bench_corrupt_rank(void)
+{
+    long r;
+    return bench_parse_long(getenv("COLL_PERF_CORRUPT"), 0, 1L << 30, &r) == 0 ? (int)r : -1;
+}
+
 const char *bench_basename(const char *path)
 {
     const char *slash = strrchr(path, '/');

@@ -41,6 +41,10 @@ long bench_parse_num(const char *prog, const char *flag, const char *text, long 
  * environment does not say. */
 int bench_env_rank(void);
 
+/* COLL_PERF_CORRUPT=RANK, the self-test of a benchmark's check: the rank
+ * that corrupts one bit of what it checks, or -1 when unset or invalid. */
+int bench_corrupt_rank(void);
+
 /* The last path component of argv[0]. */
 const char *bench_basename(const char *path);
 
