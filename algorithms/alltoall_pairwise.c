@@ -13,12 +13,17 @@
  *
  * Every rank sends and receives in each step, so over shared memory both
  * cores copy at once: the sender into the pair's ring, the receiver out
- * of it, each from cache. Sends therefore do not ask for one copy
- * (COLL_TP_HINT_ONE_COPY): a receiver reading the block from the
- * sender's memory moves 8.6-11 GB/s here, alone on its core (2 ranks,
- * 1 MiB, 4 alternating launches of 20 calls: 82-130 us read in place
- * against 65-98 through the ring; 2 MiB 155-206 against 120-153; 4
- * ranks 1 MiB 274-297 against 206-219).
+ * of it, each from cache. In place, sends therefore do not ask for one
+ * copy (COLL_TP_HINT_ONE_COPY): a receiver reading the block from the
+ * sender's memory moved 8.6-11 GB/s, alone on its core (2 ranks, 1 MiB,
+ * 4 alternating launches of 20 calls: 82-130 us read in place against
+ * 65-98 through the ring; 2 MiB 155-206 against 120-153; 4 ranks 1 MiB
+ * 274-297 against 206-219; on the machine of 2026-12-06 still 58.6 ->
+ * 68.5 us at 1 MiB and 228 -> 477 at 4 MiB, 5 alternating rounds). Out
+ * of place they do, and the transport reads them or takes its ring by
+ * which has been faster (COLL_SHM_CMA_ADAPT): there 2 ranks went 56.5 ->
+ * 47.9 us at 1 MiB and 220 -> 204 at 4 MiB, 4 ranks level (175 -> 176 at
+ * 1 MiB), 5 and 3 alternating rounds.
  *
  * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize, plus p-1
  * waits for a partner (coll_pull_waits); out of place a local copy of n/p
@@ -52,6 +57,7 @@ static void build(coll_sched_t *s)
     size_t bytes = a->count * a->esize;
     coll_vid_t prev = -1;
     char *held = NULL; /* in place: the blocks received in steps 1 .. p/2 */
+    uint32_t hint = a->in_place ? 0 : COLL_TP_HINT_ONE_COPY;
 
     if (a->count == 0)
         return;
@@ -70,8 +76,8 @@ static void build(coll_sched_t *s)
         int to = coll_mod(r + k, p), from = coll_mod(r - k, p);
         int parked = held && 2 * k <= p; /* copied to its place at the end */
         void *dst = parked ? coll_slot(held, k - 1, bytes) : coll_slot(a->recvbuf, from, bytes);
-        coll_vid_t sv = coll_sched_send(s, coll_slot(a->sendbuf, to, bytes), bytes, to, 0,
-                                        COLL_DEPS(prev));
+        coll_vid_t sv = coll_sched_send_hinted(s, coll_slot(a->sendbuf, to, bytes), bytes, to, 0,
+                                               hint, COLL_DEPS(prev));
         coll_vid_t rv = (parked ? coll_sched_recv : coll_sched_recv_result)(
             s, dst, bytes, from, 0, COLL_DEPS(prev));
         done[k] = prev = coll_sched_join(s, COLL_DEPS(sv, rv));

@@ -141,8 +141,8 @@ typedef enum coll_param_type {
       "the single-copy path (COLL_SHM_CMA_ADAPT chooses, message by message, between it " \
       "and the ring; smaller ones are copied into the ring and out); the default, above " \
       "COLL_SHM_CMA_MAX, leaves that path to the sends that ask for it (the linear "     \
-      "all-to-all, the linear and ring all-gather, scatter from a root with several "    \
-      "children)")                                                                       \
+      "all-to-all, the pairwise one out of place, the linear and ring all-gather, "      \
+      "scatter from a root with several children)")                                      \
     X(SHM_CMA_ADAPT, COLL_PARAM_BOOL, "1",                                              \
       "Shared-memory transport: a message the receiver may read from the sender's "     \
       "buffer (see COLL_SHM_CMA_THRESHOLD) is read, or copied through the ring, by "    \

@@ -218,14 +218,21 @@ END_TEST
 
 /* Blocks of 200000 bytes: above the eager limit (128K), below the
  * single-copy threshold (4M), where a plain message goes through the
- * ring. The linear all-to-all and the ring all-gather mark their sends
- * COLL_TP_HINT_ONE_COPY, so the receivers read them with
- * process_vm_readv (COLL_SHM_CMA_ADAPT=0: always, where the receiver
- * could also ask for them through the ring); the refused cases show it:
- * with process_vm_readv refused after init, each rank says so once and
- * the data still arrive, through the ring. Even cases allow it, odd ones
- * refuse it. */
-enum { EXCH_A2A, EXCH_A2A_REFUSED, EXCH_AG, EXCH_AG_REFUSED, NEXCH };
+ * ring. The linear all-to-all, the pairwise one out of place and the ring
+ * all-gather mark their sends COLL_TP_HINT_ONE_COPY, so the receivers
+ * read them with process_vm_readv (COLL_SHM_CMA_ADAPT=0: always, where
+ * the receiver could also ask for them through the ring); the refused
+ * cases show it: with process_vm_readv refused after init, each rank says
+ * so once and the data still arrive, through the ring. Even cases allow
+ * it, odd ones refuse it; case / 2 is the exchange (exch_algo). */
+enum { EXCH_A2A, EXCH_A2A_REFUSED, EXCH_AG, EXCH_AG_REFUSED, EXCH_PW, EXCH_PW_REFUSED, NEXCH };
+enum { KIND_A2A_LINEAR, KIND_AG_RING, KIND_A2A_PAIRWISE };
+
+static const char *exch_algo(int kind)
+{
+    return kind == KIND_AG_RING ? "allgather:ring"
+           : kind == KIND_A2A_PAIRWISE ? "alltoall:pairwise" : "alltoall:linear";
+}
 #define EXCH_COUNT 50000 /* int32 per block */
 
 static uint32_t exch_val(int from, int to, size_t i)
@@ -279,18 +286,18 @@ static int unread_traffic(int nranks, coll_comm_t comm)
     return 0;
 }
 
-/* `calls` exchanges (ring all-gather or linear all-to-all), out of place
- * and in place by turns, logged; COLL_SHM_CMA_ADAPT = adapt;
- * process_vm_readv refused after init where `refused`; after
- * unread_traffic where `unread_first`. */
-static int exch_calls(int rank, int nranks, const coll_unique_id_t *id, int allgather,
+/* `calls` exchanges of `kind` (exch_algo), out of place and in place by
+ * turns, logged; COLL_SHM_CMA_ADAPT = adapt; process_vm_readv refused
+ * after init where `refused`; after unread_traffic where `unread_first`. */
+static int exch_calls(int rank, int nranks, const coll_unique_id_t *id, int kind,
                       const char *adapt, int refused, int unread_first, int calls)
 {
+    int allgather = kind == KIND_AG_RING;
     size_t n = (size_t)nranks * EXCH_COUNT;
     uint32_t *out = malloc(n * sizeof(*out)), *in = malloc(n * sizeof(*in));
 
     shm_only_logged(rank);
-    setenv("COLL_ALGO", allgather ? "allgather:ring" : "alltoall:linear", 1);
+    setenv("COLL_ALGO", exch_algo(kind), 1);
     setenv("COLL_SHM_CMA_ADAPT", adapt, 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
     if (refused)
@@ -312,7 +319,7 @@ static int rank_exchange(int rank, int nranks, const coll_unique_id_t *id, void 
     int c = *(int *)arg;
 
     /* every block is read (or tried) */
-    return exch_calls(rank, nranks, id, c >= EXCH_AG, "0", c & 1, 0, 2);
+    return exch_calls(rank, nranks, id, c / 2, "0", c & 1, 0, 2);
 }
 
 START_TEST(test_exchange_one_copy)
@@ -322,7 +329,7 @@ START_TEST(test_exchange_one_copy)
 
     harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
     ck_assert_msg(harness_run(4, rank_exchange, &c, 120) == 0, "%s of 200000-byte blocks, %s",
-                  c >= EXCH_AG ? "ring all-gather" : "linear all-to-all",
+                  exch_algo(c / 2),
                   c & 1 ? "process_vm_readv refused" : "allowed");
     snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c 'is not permitted'", log_dir);
     harness_sh(cmd, out, sizeof(out));
@@ -406,7 +413,8 @@ static int rank_ways(int rank, int nranks, const coll_unique_id_t *id, void *arg
     int c = *(int *)arg;
     const char *adapt = c == WAYS_READ || (c == WAYS_LEAD_READS && rank == 0) ? "0" : "1";
 
-    return exch_calls(rank, nranks, id, 1, adapt, 0, c == WAYS_UNTIMED, way_calls(c));
+    return exch_calls(rank, nranks, id, KIND_AG_RING, adapt, 0, c == WAYS_UNTIMED,
+                      way_calls(c));
 }
 
 START_TEST(test_read_or_ring)
