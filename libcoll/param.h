@@ -146,10 +146,13 @@ typedef enum coll_param_type {
     X(SHM_CMA_ADAPT, COLL_PARAM_BOOL, "1",                                              \
       "Shared-memory transport: a message the receiver may read from the sender's "     \
       "buffer (see COLL_SHM_CMA_THRESHOLD) is read, or copied through the ring, by "    \
-      "which of the two cost less CPU time per byte lately between this pair, timed "  \
-      "on such messages only (the other way is tried again after 32 messages, after "  \
-      "twice as many each time it lost again, up to 1024; where messages go both "     \
-      "ways the higher rank takes the lower rank's way); 0: always read")              \
+      "which of the two delivered such messages faster lately between this pair, "    \
+      "from the choice to the last byte (where ranks share CPUs: by which cost less "  \
+      "CPU time per byte in copies); the ring is first tried after 128 reads (where "  \
+      "ranks share CPUs, for the second message), then the way not taken for 4 "       \
+      "messages after 32, after twice as many each time it lost again, up to 1024; "  \
+      "where messages go both ways the higher rank takes the lower rank's way; 0: "   \
+      "always read")                                                                   \
     X(SHM_CMA_SHARE, COLL_PARAM_BOOL, "1",                                              \
       "Shared-memory transport: a sender that waits for a message and nothing else (a "  \
       "broadcast's root or forwarding rank, a scatter's root, a gather's senders, a "  \

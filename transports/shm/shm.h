@@ -80,18 +80,25 @@
 #define SHM_DATA_FIRST (32u << 10)
 /* A message the receiver may read from the sender's memory (an RTS with
  * an address, up to COLL_SHM_CMA_MAX) is read, or asked for through the
- * ring, by which costs less CPU time per byte lately (COLL_SHM_CMA_ADAPT;
- * shm_msg.c, choose_way): one read, or the sender's copy into the ring
- * and ours out of it. Which is cheaper changes with where the two CPUs
- * are. The way not taken is tried again after this many messages, and
- * after twice as many each time it lost again, up to SHM_WAY_RETRY_MAX:
- * a retry costs a whole slower copy (2 ranks, all-gather of 1 MiB in a
- * phase where the ring wins: the read 110-250 ns/KiB against 70-130 for
- * the ring's two copies together; of 300 messages the lower rank read 10
- * with a retry every 32, 4-5 with this rule), while a way that became
- * dearer is left at once by the averages alone. */
+ * ring, by which has been cheaper lately (COLL_SHM_CMA_ADAPT; shm_msg.c,
+ * cheaper_way): faster from the choice to the last byte where each rank
+ * has a CPU, less CPU time per byte in copies where ranks share CPUs.
+ * Which is cheaper changes with where the two CPUs are. The way not taken
+ * is tried again, for SHM_WAY_TRIAL messages in a row, after this many
+ * messages, and after twice as many each time it lost again, up to
+ * SHM_WAY_RETRY_MAX: a retry costs slower messages (2 ranks, all-gather
+ * of 1 MiB in a phase where the ring wins: the read 110-250 ns/KiB
+ * against 70-130 for the ring's two copies together; of 300 messages the
+ * lower rank read 10 with a retry every 32, 4-5 with this rule), while a
+ * way that became dearer is left at once by the averages alone. A trial
+ * of one message priced the read by its worst: the first read after a
+ * spell of the ring took 160-320 ns/KiB, the next 60-180, then 50-65.
+ * Where each rank has a CPU the ring's first try waits for
+ * SHM_WAY_FIRST_RING reads (retry_interval). */
 #define SHM_WAY_RETRY 32
 #define SHM_WAY_RETRY_MAX 1024
+#define SHM_WAY_TRIAL 4
+#define SHM_WAY_FIRST_RING 128
 enum { SHM_WAY_READ, SHM_WAY_RING, SHM_NWAYS };
 /* Set in an RTS's address: the message lies in huge pages, so the
  * receiver may read it above COLL_SHM_CMA_MAX where its own buffer does
@@ -291,6 +298,7 @@ typedef struct shm_req_priv {
     size_t data_off;      /* send: payload bytes queued so far */
     int read_seen;        /* send: the peer was seen reading (logged once) */
     int weighed;          /* it could have been read: its copies are timed (choose_way) */
+    uint64_t chosen;      /* read: when choose_way chose (0: not timed) */
     int mapped;           /* read: out of our mapping of the sender's region (shm_map.c) */
 } shm_req_priv_t;
 
@@ -360,12 +368,15 @@ typedef struct shm_ep {
      * them, the way the lower rank took last) */
     double copy_ns_per_byte[SHM_NCOPIES];
     uint64_t copies_timed[SHM_NCOPIES];
+    double way_ns_per_byte[SHM_NWAYS]; /* from the choice to the last byte */
+    uint64_t ways_timed[SHM_NWAYS];
     uint32_t way_since[SHM_NWAYS];
     /* the interval of retries (SHM_WAY_RETRY at first), the way being retried
      * plus one (0: none) and copies_timed of its copy when it was; the
      * retries judged, and of them those the retried way won */
     uint32_t retry_every;
     int retrying;
+    uint32_t trial_left;      /* messages the retried way still takes */
     uint64_t retry_mark;
     uint32_t retries, retries_won;
     uint64_t way_taken[SHM_NWAYS];

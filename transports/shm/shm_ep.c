@@ -316,19 +316,21 @@ coll_status_t shm_ep_close(coll_tp_ep_t *tep, coll_status_t why, const char *rea
 static void log_ways(const shm_ep_t *ep)
 {
     const uint64_t *n = ep->way_taken;
-    const double *c = ep->copy_ns_per_byte;
+    const double *c = ep->copy_ns_per_byte, *w = ep->way_ns_per_byte;
 
     if (n[SHM_WAY_READ] + n[SHM_WAY_RING] == 0)
         return;
     COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: of the messages from %s that we could read from "
               "its memory, %llu were read and %llu came through the ring, %llu of them the way "
-              "it took last (lately ns/KiB: read %.0f, copy into the ring %.0f, out of it "
-              "%.0f; the other way retried %u times, %u of them cheaper, now after %u "
+              "it took last (lately ns/KiB from the choice to the last byte: read %.0f, ring "
+              "%.0f; of the copies: read %.0f, copy into the ring %.0f, out of it %.0f; priced "
+              "by %s; the other way retried %u times, %u of them cheaper, now after %u "
               "messages)", ep->iface->super.params.rank, ep->super.desc,
               (unsigned long long)n[SHM_WAY_READ], (unsigned long long)n[SHM_WAY_RING],
-              (unsigned long long)ep->way_followed, c[SHM_COPY_READ] * 1024,
-              c[SHM_COPY_IN] * 1024, c[SHM_COPY_OUT] * 1024, ep->retries, ep->retries_won,
-              ep->retry_every);
+              (unsigned long long)ep->way_followed, w[SHM_WAY_READ] * 1024,
+              w[SHM_WAY_RING] * 1024, c[SHM_COPY_READ] * 1024, c[SHM_COPY_IN] * 1024,
+              c[SHM_COPY_OUT] * 1024, ep->iface->super.crowded ? "the copies" : "delivery",
+              ep->retries, ep->retries_won, ep->retry_every);
 }
 
 /* What shm_share.c did with this peer, each side's share. */

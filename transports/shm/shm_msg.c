@@ -84,23 +84,38 @@ static uint64_t copy_start(const shm_ep_t *ep, coll_tp_req_t *req)
                : 0;
 }
 
-/* Fold one copy of len bytes, started at t0 (copy_start), into the
- * endpoint's average for that copy. The noise of such samples is mostly
- * upward (the rank preempted), so a lower sample is taken as it is, and a
- * higher one moves the average a quarter of the way, counting at most
- * twice it: one slow copy does not turn the choice, a slower phase of the
- * machine does after a few. */
-static void copy_timed(shm_ep_t *ep, int copy, uint64_t t0, size_t len)
+/* Fold one sample of len bytes, started at t0, into the average at avg.
+ * The noise of such samples is mostly upward (the rank preempted), so a
+ * lower sample is taken as it is, and a higher one moves the average a
+ * quarter of the way, counting at most twice it: one slow copy does not
+ * turn the choice, a slower phase of the machine does after a few. */
+static void price_fold(double *avg, uint64_t t0, size_t len)
 {
-    double *avg = &ep->copy_ns_per_byte[copy], x;
+    double x = (double)(coll_time_ns() - t0) / (double)len;
 
-    if (t0 == 0 || len == 0)
-        return;
-    ep->copies_timed[copy]++;
-    x = (double)(coll_time_ns() - t0) / (double)len;
     if (*avg > 0 && x > *avg)
         x = 0.75 * *avg + 0.25 * COLL_MIN(x, 2 * *avg);
     *avg = x > 0 ? x : 1e-6; /* 0 means not timed yet */
+}
+
+/* One copy of len bytes, started at t0 (copy_start), into the endpoint's
+ * average for that copy. */
+static void copy_timed(shm_ep_t *ep, int copy, uint64_t t0, size_t len)
+{
+    if (t0 == 0 || len == 0)
+        return;
+    ep->copies_timed[copy]++;
+    price_fold(&ep->copy_ns_per_byte[copy], t0, len);
+}
+
+/* One message of len bytes that came `way`, chosen at t0 (priv->chosen),
+ * into the endpoint's average for that way. */
+static void way_timed(shm_ep_t *ep, int way, uint64_t t0, size_t len)
+{
+    if (t0 == 0 || len == 0)
+        return;
+    ep->ways_timed[way]++;
+    price_fold(&ep->way_ns_per_byte[way], t0, len);
 }
 
 /* Does the sender of req offer to copy part of it (shm_share.c)? Only
@@ -353,18 +368,19 @@ static int ring_has_bye(shm_ep_t *ep)
     return 0;
 }
 
-/* The way for a message we may read (shm.h, SHM_WAY_RETRY): the one that
- * costs less CPU time per byte, both ranks' copies counted: a read, or the
- * sender's copy into the ring (as timed for our own sends to this peer;
- * where we sent none, as our copy out) and ours out of it. Not the
- * message's time from choice to arrival: that favoured reads where they
- * made the calls slower (a read completes one message sooner by doing its
- * whole copy alone, while through the ring both directions of an exchange
- * move at once): 2 ranks on one CPU, all-gather of 1 MiB, read messages
+/* Where ranks share CPUs, the way for a message we may read (shm.h,
+ * SHM_WAY_RETRY): the one that costs less CPU time per byte, both ranks'
+ * copies counted: a read, or the sender's copy into the ring (as timed for
+ * our own sends to this peer; where we sent none, as our copy out) and
+ * ours out of it. Not the message's time from choice to arrival: there
+ * that favoured reads where they made the calls slower (a read completes
+ * one message sooner by doing its whole copy alone, while through the
+ * ring both directions of an exchange move at once on the CPU they
+ * share): 2 ranks on one CPU, all-gather of 1 MiB, read messages
  * arrived at 10.4 GB/s against 9.9 through the ring, yet the calls took
  * 147 / 105 us out of / in place against 119 / 84. A way never timed
  * goes first (reading before the ring). */
-static int cheaper_way(const double *c)
+static int cheaper_copies(const double *c)
 {
     double ring = (c[SHM_COPY_IN] > 0 ? c[SHM_COPY_IN] : c[SHM_COPY_OUT]) + c[SHM_COPY_OUT];
 
@@ -373,6 +389,36 @@ static int cheaper_way(const double *c)
     if (c[SHM_COPY_OUT] == 0)
         return SHM_WAY_RING;
     return ring < c[SHM_COPY_READ] ? SHM_WAY_RING : SHM_WAY_READ;
+}
+
+/* Where each rank has a CPU of its own, the way that delivered faster
+ * lately, from the choice to the last byte: the copies' CPU time leaves
+ * out what the ring spends waiting for room, for the sender and for
+ * records, most of its cost there (2 ranks, all-gather of 1 MiB: the read
+ * 56-59 ns/KiB against the ring's two copies 28-36 each, yet calls of 31
+ * us reading against 54 through the ring; from choice to last byte 53-78
+ * against 79-131). The ring is first tried as a retry (adapt_way), after
+ * SHM_WAY_FIRST_RING reads: a pair's first reads pay for the kernel's first
+ * look at the pages (1500-5400 ns/KiB, then 130-150, then 50-80 from
+ * about the fifth), and priced by them the ring won the whole of a short
+ * run. Where ranks share CPUs, by the copies (cheaper_copies). */
+static int cheaper_way(const shm_ep_t *ep)
+{
+    const double *w = ep->way_ns_per_byte;
+
+    if (ep->iface->super.crowded)
+        return cheaper_copies(ep->copy_ns_per_byte);
+    if (w[SHM_WAY_READ] == 0 || w[SHM_WAY_RING] == 0)
+        return SHM_WAY_READ;
+    return w[SHM_WAY_RING] < w[SHM_WAY_READ] ? SHM_WAY_RING : SHM_WAY_READ;
+}
+
+/* How many messages (or copies, where priced by copies) priced `way`. */
+static uint64_t way_samples(const shm_ep_t *ep, int way)
+{
+    if (ep->iface->super.crowded)
+        return ep->copies_timed[way == SHM_WAY_READ ? SHM_COPY_READ : SHM_COPY_OUT];
+    return ep->ways_timed[way];
 }
 
 /* For the higher rank of the pair: the way the lower one took last for a
@@ -396,35 +442,46 @@ static int lead_way(shm_ep_t *ep)
     return v != 0 && ep->lead_idle <= 1 ? (int)(v & 1) : -1;
 }
 
-/* The copy whose time tells what taking `way` cost us. */
-static int way_copy(int way)
+/* Messages the way not taken waits for its retry: ep->retry_every, but
+ * where priced by delivery the ring's first try waits for
+ * SHM_WAY_FIRST_RING reads: a try costs a few slower messages, which a
+ * short run cannot win back (2 ranks, 20 in-place all-gathers of 1 MiB
+ * after 26 others: 37-44 us a call with the try among them, 33-35
+ * without). */
+static uint32_t retry_interval(const shm_ep_t *ep, int untaken)
 {
-    return way == SHM_WAY_READ ? SHM_COPY_READ : SHM_COPY_OUT;
+    if (untaken == SHM_WAY_RING && ep->ways_timed[SHM_WAY_RING] == 0 &&
+        !ep->iface->super.crowded)
+        return COLL_MAX(ep->retry_every, (uint32_t)SHM_WAY_FIRST_RING);
+    return ep->retry_every;
 }
 
-/* cheaper_way's answer `way`, or the other way, retried after it went
- * untaken for ep->retry_every messages (SHM_WAY_RETRY). Once a retry's
- * copy is timed, the interval doubles where the retried way lost again
- * and starts over where it won. */
+/* cheaper_way's answer `way`, or the other way, retried for
+ * SHM_WAY_TRIAL messages after it went untaken for ep->retry_every
+ * (SHM_WAY_RETRY). Once a retry is priced, the interval doubles where
+ * the retried way lost again and starts over where it won. */
 static int adapt_way(shm_ep_t *ep, int way)
 {
     uint32_t every = ep->retry_every;
+    int tried = ep->retrying - 1;
 
-    if (ep->retrying) {
-        int tried = ep->retrying - 1;
-        if (ep->copies_timed[way_copy(tried)] != ep->retry_mark) {
-            every = way == tried ? SHM_WAY_RETRY : COLL_MIN(2 * every, SHM_WAY_RETRY_MAX);
-            ep->retries++;
-            ep->retries_won += way == tried;
-            ep->retrying = 0;
-        }
+    if (ep->trial_left > 0) {
+        ep->trial_left--;
+        return tried;
+    }
+    if (ep->retrying && way_samples(ep, tried) != ep->retry_mark) {
+        every = way == tried ? SHM_WAY_RETRY : COLL_MIN(2 * every, SHM_WAY_RETRY_MAX);
+        ep->retries++;
+        ep->retries_won += way == tried;
+        ep->retrying = 0;
     }
     ep->retry_every = every;
-    if (ep->way_since[!way] < every)
+    if (ep->way_since[!way] < retry_interval(ep, !way))
         return way;
     if (!ep->retrying) {
         ep->retrying = !way + 1;
-        ep->retry_mark = ep->copies_timed[way_copy(!way)];
+        ep->retry_mark = way_samples(ep, !way);
+        ep->trial_left = SHM_WAY_TRIAL - 1;
     }
     return !way;
 }
@@ -442,7 +499,7 @@ static int choose_way(shm_ep_t *ep)
         way = led;
         ep->way_followed++;
     } else if (ep->iface->cma_adapt) {
-        way = adapt_way(ep, cheaper_way(ep->copy_ns_per_byte));
+        way = adapt_way(ep, cheaper_way(ep));
     }
     if (ep->side == 0)
         __atomic_store_n(&ep->seg->lead_way, (++ep->lead_choices << 1) | (uint32_t)way,
@@ -507,8 +564,10 @@ static void read_now(shm_ep_t *ep, coll_tp_req_t *req)
     else
         err = req->fold ? cma_fold(ep, req, priv->addr, req->len)
                         : cma_read(ep, req->buf, priv->addr, req->len);
-    if (!err)
+    if (!err) {
         copy_timed(ep, SHM_COPY_READ, t0, req->len);
+        way_timed(ep, SHM_WAY_READ, t0 ? priv->chosen : 0, req->len);
+    }
     __atomic_store_n(reading, 0, __ATOMIC_RELAXED);
     if (err >= 0) /* -1: the sender's pieces are still coming (shm_share_poll) */
         shm_read_end(ep, req, err);
@@ -598,6 +657,7 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
                    shm_pages_huge(ep->iface->pagemap_fd, req->buf, msg_len);
     shm_priv(req)->share = (addr & SHM_RTS_SHARE) && ep->iface->share && !req->fold && dst_huge;
     shm_priv(req)->weighed = !shm_priv(req)->share && readable(ep, addr, msg_len, dst_huge);
+    shm_priv(req)->chosen = copy_start(ep, req);
     if (shm_priv(req)->share || (shm_priv(req)->weighed && choose_way(ep) == SHM_WAY_READ)) {
         read_later(ep, req, send_id, addr & ~SHM_RTS_FLAGS);
         return;
@@ -711,6 +771,7 @@ static void on_data(shm_ep_t *ep, const shm_rec_t *h, const uint8_t *payload)
     copy_timed(ep, SHM_COPY_OUT, t0, h->len);
     req->bytes_done += h->len;
     if (req->bytes_done >= req->len) {
+        way_timed(ep, SHM_WAY_RING, t0 ? shm_priv(req)->chosen : 0, req->len);
         coll_list_del(&req->link);
         req->complete(req, COLL_OK);
     }
