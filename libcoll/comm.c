@@ -316,12 +316,39 @@ static int quick_turns(struct coll_comm *comm, int n, struct coll_request **reqs
     return all_done(n, reqs);
 }
 
+/* Between two polls of a spinning wait. Where ranks share CPUs, yield: a
+ * peer waiting for this core gets it now rather than at the end of our
+ * time slice. Back-to-back runs on the busy 2-core development machine,
+ * 8-byte all-reduce over TCP: 2 ranks 26 -> 6 us, 4 ranks 31-37 -> 19-22
+ * us (31-37 us without spinning at all); when the machine is quieter both
+ * forms reach about 6 us. (Bursts of shared-memory polls between yields
+ * measured no better: 8 B, 7 alternating runs, 2 and 4 ranks on 2 cores.)
+ * Where each rank has a CPU, pause instead and yield only every
+ * SPIN_YIELD_EVERY turns, for other processes on a busy host: a yield is
+ * a system call (1.3 us in the VM of 2026-12), and a neighbour that
+ * spins on the clock or on sched_yield slowed a process_vm_readv of 512
+ * KiB on the other vCPU from 19-20 us to 22.5-23, one that pauses to
+ * 19.7-20.7 (the two vCPUs share a core's resources). */
+#define SPIN_PAUSES 8
+#define SPIN_YIELD_EVERY 16
+
+static void spin_pause(const struct coll_comm *comm, unsigned turn)
+{
+    if (comm->crowd > 1 || turn % SPIN_YIELD_EVERY == 0) {
+        sched_yield();
+        return;
+    }
+    for (int i = 0; i < SPIN_PAUSES; i++)
+        coll_cpu_relax();
+}
+
 coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request **reqs,
                              const char *what, int test_only)
 {
     uint64_t start, spin_until, now;
     struct coll_request *stalled;
     coll_status_t st;
+    unsigned turns = 0;
     int lead = 0;
 
     /* finished while it was started (one rank, or everything local): no
@@ -385,16 +412,7 @@ coll_status_t coll_comm_wait(struct coll_comm *comm, int n, struct coll_request 
             coll_comm_lock(comm);
             comm->leader_asleep = 0;
         } else {
-            /* spinning: a peer process waiting for this core (a busy or
-             * oversubscribed host) gets it now rather than at the end of
-             * our time slice; alone on the core this costs one syscall.
-             * Back-to-back runs on the busy 2-core development machine,
-             * 8-byte all-reduce over TCP: 2 ranks 26 -> 6 us, 4 ranks
-             * 31-37 -> 19-22 us (31-37 us without spinning at all); when
-             * the machine is quieter both forms reach about 6 us. (Bursts
-             * of shared-memory polls between yields measured no better:
-             * 8 B, 7 alternating runs, 2 and 4 ranks on 2 cores.) */
-            sched_yield();
+            spin_pause(comm, ++turns);
         }
     }
     if (lead) {
