@@ -149,8 +149,10 @@ static double cost(const coll_cost_in_t *c)
         return 2 * (q + vchunks - 1) * c->alpha + 2 * c->n * c->beta + c->n * c->gamma;
     }
     /* a chunk's message latency hides behind the previous chunk's bytes on
-     * the link; only what exceeds them shows */
-    double hidden = c->alpha - c->chunk * c->beta;
+     * the link; only what exceeds them shows. Where every pair shares
+     * memory nothing hides it: the CPU that runs a chunk's protocol is
+     * the one that copies the chunks before and after it. */
+    double hidden = c->pull ? c->alpha : c->alpha - c->chunk * c->beta;
     return 2 * q * c->alpha + 2 * (chunks - 1) * (hidden > 0 ? hidden : 0) +
            2 * c->n * q / c->p * c->beta + c->n * q / c->p * c->gamma;
 }

@@ -571,6 +571,16 @@ START_TEST(test_registry)
         ck_assert(cost_crowded(k, step, 4, 4e6, 2, 0) <= cost_crowded(k, "linear", 4, 4e6, 2, 0));
         ck_assert(cost_crowded(k, step, 4, 4e6, 1, 1) <= cost_crowded(k, "linear", 4, 4e6, 1, 1));
     }
+    /* all-reduce where every pair shares memory: nothing idles between the
+     * butterfly's steps, and the ring's chunks pay their latency, so the
+     * butterfly wins once a block is several chunks; over links the ring,
+     * whose chunks keep the link busy */
+    for (int p = 2; p <= 4; p += 2) {
+        ck_assert(cost_crowded(COLL_ALLREDUCE, "butterfly", p, 4e6, 1, 1) <
+                  cost_crowded(COLL_ALLREDUCE, "ring", p, 4e6, 1, 1));
+        ck_assert(cost_crowded(COLL_ALLREDUCE, "ring", p, 4e6, 1, 0) <
+                  cost_crowded(COLL_ALLREDUCE, "butterfly", p, 4e6, 1, 0));
+    }
 }
 END_TEST
 
