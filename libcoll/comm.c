@@ -323,18 +323,21 @@ static int quick_turns(struct coll_comm *comm, int n, struct coll_request **reqs
  * us (31-37 us without spinning at all); when the machine is quieter both
  * forms reach about 6 us. (Bursts of shared-memory polls between yields
  * measured no better: 8 B, 7 alternating runs, 2 and 4 ranks on 2 cores.)
- * Where each rank has a CPU, pause instead and yield only every
- * SPIN_YIELD_EVERY turns, for other processes on a busy host: a yield is
- * a system call (1.3 us in the VM of 2026-12), and a neighbour that
- * spins on the clock or on sched_yield slowed a process_vm_readv of 512
- * KiB on the other vCPU from 19-20 us to 22.5-23, one that pauses to
- * 19.7-20.7 (the two vCPUs share a core's resources). */
+ * Where each rank has a CPU and every pair shares memory, pause instead
+ * and yield only every SPIN_YIELD_EVERY turns, for other processes on a
+ * busy host: a yield is a system call (1.3 us in the VM of 2026-12), and a
+ * neighbour that spins on the clock or on sched_yield slowed a
+ * process_vm_readv of 512 KiB on the other vCPU from 19-20 us to
+ * 22.5-23, one that pauses to 19.7-20.7 (the two vCPUs share a core's
+ * resources). Over sockets the two measured level (2 ranks, TCP, 1-16
+ * MiB, 6 alternating rounds), and ranks of other hosts may share our
+ * CPUs unseen (the emulated cluster's namespaces), so they yield. */
 #define SPIN_PAUSES 8
 #define SPIN_YIELD_EVERY 16
 
 static void spin_pause(const struct coll_comm *comm, unsigned turn)
 {
-    if (comm->crowd > 1 || turn % SPIN_YIELD_EVERY == 0) {
+    if (comm->crowd > 1 || !comm->pull || turn % SPIN_YIELD_EVERY == 0) {
         sched_yield();
         return;
     }
