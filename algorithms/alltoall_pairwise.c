@@ -40,9 +40,12 @@
  * 538-723 against 633-1160 us the other way; why is not established).
  * Where every pair shares memory the exchange goes first (2 ranks, 1 MiB,
  * 5 alternating rounds: 62.3-72.8 -> 57.7-68.6 us, Open MPI 60.5-72.3;
- * 4 ranks 194-211 -> 184-215; 16 MiB level): both CPUs copy each block
- * through the pair's ring in step, so a rank busy with its own block
- * holds back its peer's receive, we think. */
+ * 4 ranks 194-211 -> 184-215; 16 MiB level, measured while the blocks
+ * still went through the pair's ring, which both CPUs copy in step, so a
+ * rank busy with its own block held back its peer's receive, we think).
+ * Since the blocks may be read out of place, reading first and copying
+ * after measured level (2 ranks, 1 MiB, two runs of 7 rounds that
+ * disagreed: 62.9 -> 55.7 and 58.9 -> 61.4 us). */
 static void own_block(coll_sched_t *s, const coll_args_t *a, int r, size_t bytes)
 {
     if (!a->in_place)

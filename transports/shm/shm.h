@@ -431,6 +431,14 @@ struct shm_iface {
 void shm_rings_attach(shm_ep_t *ep);
 void *shm_ring_reserve(shm_tx_ring_t *r, size_t rec_bytes);
 void shm_ring_commit(shm_tx_ring_t *r, size_t rec_bytes);
+/* Are the read and the ring priced by delivery, from the choice to the
+ * last byte (each rank has a CPU), rather than by the copies' CPU time
+ * (ranks share CPUs)? (cheaper_way in shm_msg.c) */
+static inline int shm_ways_by_delivery(const shm_ep_t *ep)
+{
+    return !ep->iface->super.crowded;
+}
+
 static inline size_t shm_rec_bytes(size_t payload)
 {
     return (SHM_REC_HDR + payload + SHM_LINE - 1) & ~(size_t)(SHM_LINE - 1);

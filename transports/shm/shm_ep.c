@@ -329,7 +329,7 @@ static void log_ways(const shm_ep_t *ep)
               (unsigned long long)n[SHM_WAY_READ], (unsigned long long)n[SHM_WAY_RING],
               (unsigned long long)ep->way_followed, w[SHM_WAY_READ] * 1024,
               w[SHM_WAY_RING] * 1024, c[SHM_COPY_READ] * 1024, c[SHM_COPY_IN] * 1024,
-              c[SHM_COPY_OUT] * 1024, ep->iface->super.crowded ? "the copies" : "delivery",
+              c[SHM_COPY_OUT] * 1024, shm_ways_by_delivery(ep) ? "delivery" : "the copies",
               ep->retries, ep->retries_won, ep->retry_every);
 }
 

@@ -406,7 +406,7 @@ static int cheaper_way(const shm_ep_t *ep)
 {
     const double *w = ep->way_ns_per_byte;
 
-    if (ep->iface->super.crowded)
+    if (!shm_ways_by_delivery(ep))
         return cheaper_copies(ep->copy_ns_per_byte);
     if (w[SHM_WAY_READ] == 0 || w[SHM_WAY_RING] == 0)
         return SHM_WAY_READ;
@@ -416,7 +416,7 @@ static int cheaper_way(const shm_ep_t *ep)
 /* How many messages (or copies, where priced by copies) priced `way`. */
 static uint64_t way_samples(const shm_ep_t *ep, int way)
 {
-    if (ep->iface->super.crowded)
+    if (!shm_ways_by_delivery(ep))
         return ep->copies_timed[way == SHM_WAY_READ ? SHM_COPY_READ : SHM_COPY_OUT];
     return ep->ways_timed[way];
 }
@@ -451,7 +451,7 @@ static int lead_way(shm_ep_t *ep)
 static uint32_t retry_interval(const shm_ep_t *ep, int untaken)
 {
     if (untaken == SHM_WAY_RING && ep->ways_timed[SHM_WAY_RING] == 0 &&
-        !ep->iface->super.crowded)
+        shm_ways_by_delivery(ep))
         return COLL_MAX(ep->retry_every, (uint32_t)SHM_WAY_FIRST_RING);
     return ep->retry_every;
 }
