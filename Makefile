@@ -34,6 +34,13 @@ CFLAGS  += -std=gnu11 $(OPT) $(WARN) -fPIC -fvisibility=hidden -pthread -D_GNU_S
 CPPFLAGS += -Ilibcoll -Itransports -Ialgorithms
 LDLIBS  += -pthread $(SAN)
 
+# The builds that make test, demo, fuzz and test-sanitize start run one
+# compiler per CPU unless the caller chose (make -jN): serial, the four builds
+# of make test took about 4 minutes of its 20 on 2 cores. MAKEFLAGS holds -j
+# only once recipes run, so this is expanded there.
+NPROC   := $(shell nproc 2>/dev/null || echo 1)
+JOBS     = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
+
 # ---- optional dependencies ---------------------------------------------------
 HAVE_CHECK := $(shell pkg-config --exists check 2>/dev/null && echo 1)
 HAVE_VERBS := $(shell test -f /usr/include/infiniband/verbs.h && \
@@ -187,13 +194,13 @@ deps-demo:
 # Re-run make after installing so that Check is detected. The plain suite,
 # a short run of every fuzzer, then the sanitizer suites (docs/testing.md).
 test: deps-test
-	@$(MAKE) --no-print-directory all test-build
+	@$(MAKE) $(JOBS) --no-print-directory all test-build
 	@tests/run.sh $(BUILD)
-	@$(MAKE) --no-print-directory test-rxe RXE_TESTS="test_verbs test_checksum"
-	@$(MAKE) --no-print-directory fuzz-build && \
+	@$(MAKE) $(JOBS) --no-print-directory test-rxe RXE_TESTS="test_verbs test_checksum"
+	@$(MAKE) $(JOBS) --no-print-directory fuzz-build && \
 	    tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_TEST_SECONDS)
-	@$(MAKE) --no-print-directory sanitize-asan
-	@$(MAKE) --no-print-directory sanitize-tsan
+	@$(MAKE) $(JOBS) --no-print-directory sanitize-asan
+	@$(MAKE) $(JOBS) --no-print-directory sanitize-tsan
 
 .PHONY: test-build test-long test-rxe
 # The verbs transport on a real (Soft-RoCE) device: tests/rxe_vm.sh boots a
@@ -211,12 +218,13 @@ test-build: $(TESTS) $(TEST_HELPERS)
 
 # Larger sweeps: every datatype and op also at the large count, itself twice as large.
 test-long: deps-test
-	@$(MAKE) --no-print-directory all test-build
+	@$(MAKE) $(JOBS) --no-print-directory all test-build
 	@COLL_TEST_LONG=1 CK_TIMEOUT_MULTIPLIER=10 tests/run.sh $(BUILD)
 
 # The 4-rank all-reduce sweep through collrun, then one line against the
 # best of Open MPI, MPICH and Gloo, measured in the same run (if installed).
-demo: deps-demo all
+demo: deps-demo
+	@$(MAKE) $(JOBS) --no-print-directory all
 	$(BUILD)/bin/collrun -n 4 $(BUILD)/bin/all_reduce_perf -b 16 -e 64M -f 4 -c 1
 	@if command -v mpicc.openmpi >/dev/null && command -v mpicc.mpich >/dev/null && \
 	    test -f /usr/include/gloo/allreduce.h && command -v g++ >/dev/null; then \
@@ -251,7 +259,7 @@ FUZZ_SAN          := -fsanitize=address,undefined -fno-sanitize-recover=undefine
 FUZZ_SRCS         := $(wildcard tests/fuzz/fuzz_*.c)
 
 fuzz: deps-test
-	@$(MAKE) --no-print-directory fuzz-build
+	@$(MAKE) $(JOBS) --no-print-directory fuzz-build
 	@tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 
 # Skipped (visibly, with the reason) where clang or libFuzzer is missing;
@@ -265,7 +273,7 @@ fuzz-build:
 	    echo "fuzz: skipped: $(FUZZ_CC) has no libFuzzer (apt-get install libclang-rt-14-dev)"; \
 	    rm -f $(FUZZ_DIR)/fuzz_*; \
 	else \
-	    $(MAKE) --no-print-directory BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) OPT="-O1 -g" \
+	    $(MAKE) $(JOBS) --no-print-directory BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) OPT="-O1 -g" \
 	        SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" fuzz-bins; \
 	fi
 
@@ -317,15 +325,15 @@ SAN_SHORT ?= 2
 # (TSan alone takes about 12 minutes on 2 cores, hence the threaded subset in
 # make test).
 test-sanitize: deps-test
-	@$(MAKE) --no-print-directory sanitize-asan SAN_TESTS= SAN_SHORT=
-	@$(MAKE) --no-print-directory sanitize-tsan TSAN_TESTS="$(TEST_SRCS:tests/%.c=%)" SAN_SHORT=
+	@$(MAKE) $(JOBS) --no-print-directory sanitize-asan SAN_TESTS= SAN_SHORT=
+	@$(MAKE) $(JOBS) --no-print-directory sanitize-tsan TSAN_TESTS="$(TEST_SRCS:tests/%.c=%)" SAN_SHORT=
 
 sanitize-asan:
-	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SAN="$(ASAN_SAN)" OPT="-O1 -g" san-bins
+	@$(MAKE) $(JOBS) --no-print-directory BUILD=$(ASAN_BUILD) SAN="$(ASAN_SAN)" OPT="-O1 -g" san-bins
 	@COLL_TEST_SANITIZER=asan COLL_TEST_SHORT=$(SAN_SHORT) tests/run.sh $(ASAN_BUILD) $(SAN_TESTS)
 
 sanitize-tsan:
-	@$(MAKE) --no-print-directory BUILD=$(TSAN_BUILD) SAN="$(TSAN_SAN)" OPT="-O1 -g" san-bins \
+	@$(MAKE) $(JOBS) --no-print-directory BUILD=$(TSAN_BUILD) SAN="$(TSAN_SAN)" OPT="-O1 -g" san-bins \
 	    SAN_BINS="$(TSAN_TESTS:%=$(TSAN_BUILD)/tests/%)"
 	@COLL_TEST_SANITIZER=tsan COLL_TEST_SHORT=$(SAN_SHORT) tests/run.sh $(TSAN_BUILD) $(TSAN_TESTS)
 
