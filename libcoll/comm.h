@@ -239,7 +239,7 @@ coll_status_t coll_p2p_waitall(struct coll_comm *comm, int n, struct coll_reques
                                const char *what);
 /* Post a step of a schedule; its completion is reported to the schedule.
  * A receive with fold_local != NULL reduces as it arrives (the peer's
- * transport has COLL_TP_F_RECV_FOLD) into buf, with fold_local as the
+ * endpoint has recv_fold) into buf, with fold_local as the
  * other operand (coll_sched_fold). `hints`: COLL_TP_HINT_* for the transport. */
 coll_status_t coll_p2p_post_vertex(struct coll_comm *comm, int kind, void *buf, size_t bytes,
                                    int peer, uint64_t tag, struct coll_sched *s, uint32_t vid,

@@ -107,7 +107,7 @@ enum { COLL_INCOMING_FIRST = 0, COLL_LOCAL_FIRST = 1 };
 /* Receive `count` elements from `peer` and reduce them with `local` into
  * dst (dst = incoming op local, or local op incoming; dst may be local).
  * Where the peer's transport can reduce as the data arrives
- * (COLL_TP_F_RECV_FOLD) that is one step and tmp is not used; otherwise
+ * (its endpoint's recv_fold) that is one step and tmp is not used; otherwise
  * the message lands in tmp (which may be dst when dst is not local; NULL:
  * scratch taken only then) and a reduce step follows. `deps` gate the receive; as the receive may write
  * dst as soon as it starts, nothing may still read dst (e.g. a send of

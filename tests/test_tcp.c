@@ -28,6 +28,9 @@
  *     share one;
  *   - congestion control between ranks of one kernel: reno unless
  *     COLL_TCP_CONGESTION_LOCAL names another or is empty (the system's);
+ *   - receives that reduce between ranks of one kernel land whole and are
+ *     reduced after unless COLL_TCP_RECV_REDUCE_LOCAL folds them off the
+ *     socket, with exact sums either way (eager and rendezvous chunks);
  *   - direct polling: the sockets are read on every progress turn (cold
  *     in the event loop) exactly where all of them fit
  *     COLL_TCP_POLL_DIRECT and the ranks have a CPU each, and messages of
@@ -794,6 +797,67 @@ START_TEST(test_poll_direct)
 }
 END_TEST
 
+/* ---- receives that reduce, between ranks of one kernel ------------------------- */
+
+/* COLL_TCP_RECV_REDUCE_LOCAL (NULL: unset, receive then reduce) with the
+ * eager limit and pipeline chunk that send the ring's chunks eagerly (some
+ * arriving before their receive) or by rendezvous. */
+typedef struct fold_case {
+    const char *fold;
+    const char *eager_limit;
+    const char *chunk;
+} fold_case_t;
+
+static const fold_case_t fold_cases[] = {
+    {NULL, "2M", "16K"}, {"1", "2M", "16K"}, {"1", "0", "256K"}, {"0", "0", "256K"},
+};
+
+/* Each endpoint folds exactly where the setting asks, and the ring
+ * all-reduce's sums are exact either way, in and out of place (small
+ * integers; an odd count, so that blocks and chunks end off alignment). */
+static int rank_fold(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const fold_case_t *fc = arg;
+    const size_t count = 300007;
+    int want = fc->fold && strcmp(fc->fold, "1") == 0;
+    float *in = malloc(count * sizeof(float)), *out = malloc(count * sizeof(float));
+
+    RANK_CHECK(in && out, "out of memory");
+    if (fc->fold)
+        setenv("COLL_TCP_RECV_REDUCE_LOCAL", fc->fold, 1);
+    setenv("COLL_TCP_EAGER_LIMIT_LOCAL", fc->eager_limit, 1);
+    setenv("COLL_PIPELINE_CHUNK", fc->chunk, 1);
+    setenv("COLL_ALGO", "allreduce:ring", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    for (int peer = 0; peer < nranks; peer++)
+        if (peer != rank)
+            RANK_CHECK(comm->peers[peer].ep->recv_fold == want, "COLL_TCP_RECV_REDUCE_LOCAL "
+                       "%s: the endpoint to rank %d has recv_fold %d", fc->fold ? fc->fold : "unset",
+                       peer, comm->peers[peer].ep->recv_fold);
+    for (int in_place = 0; in_place < 2; in_place++) {
+        float *res = in_place ? in : out;
+        for (size_t i = 0; i < count; i++)
+            in[i] = (float)(rank + 1 + (int)(i % 7));
+        RANK_OK(coll_allreduce(in, res, count, COLL_FLOAT32, COLL_SUM, comm));
+        for (size_t i = 0; i < count; i++) {
+            float expect = (float)(nranks * (nranks + 1) / 2 + nranks * (int)(i % 7));
+            RANK_CHECK(res[i] == expect, "fold %s, eager limit %s, chunk %s, %s: element %zu "
+                       "is %g, expected %g", fc->fold ? fc->fold : "unset", fc->eager_limit,
+                       fc->chunk, in_place ? "in place" : "out of place", i, res[i], expect);
+        }
+    }
+    RANK_OK(coll_comm_destroy(comm));
+    free(in);
+    free(out);
+    return 0;
+}
+
+START_TEST(test_recv_reduce_local)
+{
+    ck_assert_int_eq(harness_run(3, rank_fold, (void *)&fold_cases[_i], 60), 0);
+}
+END_TEST
+
 /* ---- blocks kept for eager payloads that arrive before their receive ----------- */
 
 /* coll_blocks on its own: the smallest kept block that fits (of equal ones
@@ -927,6 +991,7 @@ static Suite *tcp_suite(void)
     tcase_add_test(tc, test_call_chunk);
     tcase_add_loop_test(tc, test_eager_local, 0, (int)COLL_ARRAY_LEN(eager_cases));
     tcase_add_loop_test(tc, test_congestion, 0, 3);
+    tcase_add_loop_test(tc, test_recv_reduce_local, 0, (int)COLL_ARRAY_LEN(fold_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("blocks");
     tcase_set_timeout(tc, 90);

@@ -51,9 +51,6 @@ enum coll_mem_kind {
 };
 #define COLL_MEM_BIT(kind) (1u << (kind))
 
-/* The transport honours coll_tp_req_t.fold on receives. */
-#define COLL_TP_F_RECV_FOLD 1u
-
 /* coll_tp_req.hints: how the caller uses a message; a transport may ignore them. */
 /* Send: let the receiver read this buffer where it lies (one copy) at
  * sizes where the transport would otherwise copy through buffers of its
@@ -153,7 +150,7 @@ struct coll_tp_req {
     size_t len;           /* bytes */
     size_t bytes_done;    /* moved so far: the core watches it for stalls */
     coll_tp_complete_fn complete;
-    /* Receive-and-reduce, for transports with COLL_TP_F_RECV_FOLD (NULL
+    /* Receive-and-reduce, on endpoints with recv_fold (NULL
      * otherwise): arriving bytes go through fold instead of a copy into
      * buf, so that a reduction reads them where the transport has them
      * (a shared ring, a bounce buffer in cache) rather than after a copy
@@ -215,6 +212,10 @@ struct coll_tp_ep {
     coll_tp_iface_t *iface;
     int peer;
     char desc[96]; /* "rank 3 (10.0.0.3:41234)", for messages */
+    /* Receives that reduce fold here as the data arrives (coll_tp_req_t.fold)
+     * instead of landing in scratch that a reduce step reads after; set by
+     * the transport when it makes the endpoint, where that costs less. */
+    int recv_fold;
 };
 
 struct coll_tp_ops {
@@ -222,7 +223,6 @@ struct coll_tp_ops {
     const char *name;
     uint16_t id;                    /* enum coll_tp_id */
     uint32_t mem_kinds;             /* COLL_MEM_BIT(...) mask */
-    uint32_t flags;                 /* COLL_TP_F_* */
 
     /* Create the per-communicator state and start listening. */
     coll_status_t (*iface_open)(const coll_tp_params_t *params, coll_tp_iface_t **iface_p);

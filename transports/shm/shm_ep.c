@@ -129,6 +129,7 @@ static shm_ep_t *ep_alloc(shm_iface_t *iface, const coll_peer_info_t *peer, int 
         return NULL;
     ep->super.iface = &iface->super;
     ep->super.peer = (int)peer->rank;
+    ep->super.recv_fold = 1;
     ep->iface = iface;
     ep->side = side;
     ep->pidfd = -1;

@@ -378,7 +378,6 @@ const coll_tp_ops_t coll_tp_shm_ops = {
     .name = "shm",
     .id = COLL_TP_SHM,
     .mem_kinds = COLL_MEM_BIT(COLL_MEM_HOST),
-    .flags = COLL_TP_F_RECV_FOLD,
     .iface_open = shm_iface_open,
     .iface_close = shm_iface_close,
     .iface_addr = shm_iface_addr,

@@ -156,7 +156,7 @@ static coll_status_t read_congestion(tcp_iface_t *iface)
 }
 
 /* COLL_TCP_EAGER_LIMIT, COLL_NSOCKS, COLL_TCP_CHUNK, COLL_TCP_EAGER_WINDOW
- * (and their _LOCAL twins), COLL_TCP_EAGER_LIMIT_CROWDED,
+ * (and their _LOCAL twins), COLL_TCP_RECV_REDUCE_LOCAL, COLL_TCP_EAGER_LIMIT_CROWDED,
  * COLL_SOCKET_BUFSIZE, COLL_TCP_POLL_DIRECT. Eager sizes above what a
  * receiver accepts are lowered to it. */
 static coll_status_t read_settings(tcp_iface_t *iface)
@@ -182,6 +182,7 @@ static coll_status_t read_settings(tcp_iface_t *iface)
                                      &iface->eager_window));
     COLL_CHECK(coll_param_size_range(COLL_PARAM_TCP_EAGER_WINDOW_LOCAL, 0, TCP_EAGER_WINDOW_MAX,
                                      rank, &iface->eager_window_local));
+    COLL_CHECK(coll_param_bool(COLL_PARAM_TCP_RECV_REDUCE_LOCAL, &iface->recv_fold_local));
     iface->host_hash = coll_host_hash();
     /* SO_SNDBUF and SO_RCVBUF take an int */
     COLL_CHECK(coll_param_size_range(COLL_PARAM_SOCKET_BUFSIZE, 0, 1u << 30, rank, &bufsize));
@@ -325,7 +326,6 @@ const coll_tp_ops_t coll_tp_tcp_ops = {
     .name = "tcp",
     .id = COLL_TP_TCP,
     .mem_kinds = COLL_MEM_BIT(COLL_MEM_HOST),
-    .flags = COLL_TP_F_RECV_FOLD,
     .iface_open = tcp_iface_open,
     .iface_close = tcp_iface_close,
     .iface_addr = tcp_iface_addr,
