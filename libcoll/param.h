@@ -152,7 +152,8 @@ typedef enum coll_param_type {
       "Shared-memory transport: a message the receiver may read from the sender's "     \
       "buffer (see COLL_SHM_CMA_THRESHOLD) is read, or copied through the ring, by "    \
       "which of the two delivered such messages faster lately between this pair, "    \
-      "from the choice to the last byte (where ranks share CPUs: by which cost less "  \
+      "from the choice to the last byte, the ring only where 1.25 times faster (where " \
+      "ranks share CPUs: by which cost less "                                          \
       "CPU time per byte in copies); the ring is first tried after 128 reads (where "  \
       "ranks share CPUs, for the second message), then the way not taken for 4 "       \
       "messages after 32, after twice as many each time it lost again, up to 1024; "  \

@@ -99,6 +99,13 @@
 #define SHM_WAY_RETRY_MAX 1024
 #define SHM_WAY_TRIAL 4
 #define SHM_WAY_FIRST_RING 128
+/* Where priced by delivery, the ring is taken only when it delivered this
+ * much faster than the read: a message through the ring costs two copies
+ * of CPU time against the read's one, which the delivery time does not
+ * show where both directions move at once (2 ranks, all-gather of 1 MiB
+ * in place, 1000 calls: both ways priced 70-100 ns/KiB, yet calls of 32
+ * us reading against 47 with ring spells of 400-950 messages). */
+#define SHM_WAY_RING_MARGIN 1.25
 enum { SHM_WAY_READ, SHM_WAY_RING, SHM_NWAYS };
 /* Set in an RTS's address: the message lies in huge pages, so the
  * receiver may read it above COLL_SHM_CMA_MAX where its own buffer does
@@ -373,12 +380,13 @@ typedef struct shm_ep {
     uint32_t way_since[SHM_NWAYS];
     /* the interval of retries (SHM_WAY_RETRY at first), the way being retried
      * plus one (0: none) and copies_timed of its copy when it was; the
-     * retries judged, and of them those the retried way won */
+     * retries judged, and of them those the retried way won; the ways left
+     * because their average drifted up (each starts the interval over) */
     uint32_t retry_every;
     int retrying;
     uint32_t trial_left;      /* messages the retried way still takes */
     uint64_t retry_mark;
-    uint32_t retries, retries_won;
+    uint32_t retries, retries_won, drifts;
     uint64_t way_taken[SHM_NWAYS];
     uint64_t way_followed;
     /* higher rank: seg->lead_way at our last choice, and our choices since

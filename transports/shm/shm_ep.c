@@ -326,12 +326,13 @@ static void log_ways(const shm_ep_t *ep)
               "it took last (lately ns/KiB from the choice to the last byte: read %.0f, ring "
               "%.0f; of the copies: read %.0f, copy into the ring %.0f, out of it %.0f; priced "
               "by %s; the other way retried %u times, %u of them cheaper, now after %u "
-              "messages)", ep->iface->super.params.rank, ep->super.desc,
+              "messages; left on a drift %u times)", ep->iface->super.params.rank,
+              ep->super.desc,
               (unsigned long long)n[SHM_WAY_READ], (unsigned long long)n[SHM_WAY_RING],
               (unsigned long long)ep->way_followed, w[SHM_WAY_READ] * 1024,
               w[SHM_WAY_RING] * 1024, c[SHM_COPY_READ] * 1024, c[SHM_COPY_IN] * 1024,
               c[SHM_COPY_OUT] * 1024, shm_ways_by_delivery(ep) ? "delivery" : "the copies",
-              ep->retries, ep->retries_won, ep->retry_every);
+              ep->retries, ep->retries_won, ep->retry_every, ep->drifts);
 }
 
 /* What shm_share.c did with this peer, each side's share. */

@@ -410,7 +410,8 @@ static int cheaper_way(const shm_ep_t *ep)
         return cheaper_copies(ep->copy_ns_per_byte);
     if (w[SHM_WAY_READ] == 0 || w[SHM_WAY_RING] == 0)
         return SHM_WAY_READ;
-    return w[SHM_WAY_RING] < w[SHM_WAY_READ] ? SHM_WAY_RING : SHM_WAY_READ;
+    return w[SHM_WAY_RING] * SHM_WAY_RING_MARGIN < w[SHM_WAY_READ] ? SHM_WAY_RING
+                                                                   : SHM_WAY_READ;
 }
 
 /* How many messages (or copies, where priced by copies) priced `way`. */
@@ -468,6 +469,14 @@ static int adapt_way(shm_ep_t *ep, int way)
     if (ep->trial_left > 0) {
         ep->trial_left--;
         return tried;
+    }
+    /* Leaving a way because its average drifted up, not because a retry
+     * lost, starts the interval over: the other way's lost retries say
+     * nothing of this one (a read left on a slow sample waited 512
+     * messages on the ring). */
+    if (!ep->retrying && ep->way_since[way] > 0 && shm_ways_by_delivery(ep)) {
+        every = SHM_WAY_RETRY;
+        ep->drifts++;
     }
     if (ep->retrying && way_samples(ep, tried) != ep->retry_mark) {
         every = way == tried ? SHM_WAY_RETRY : COLL_MIN(2 * every, SHM_WAY_RETRY_MAX);
