@@ -104,7 +104,7 @@
  * of CPU time against the read's one, which the delivery time does not
  * show where both directions move at once (2 ranks, all-gather of 1 MiB
  * in place, 1000 calls: both ways priced 70-100 ns/KiB, yet calls of 32
- * us reading against 47 with ring spells of 400-950 messages). */
+ * us reading against 47 with spells of up to 512 messages on the ring). */
 #define SHM_WAY_RING_MARGIN 1.25
 enum { SHM_WAY_READ, SHM_WAY_RING, SHM_NWAYS };
 /* Set in an RTS's address: the message lies in huge pages, so the
