@@ -15,14 +15,18 @@
  * once, wins the tie; so it does with a CPU per rank.
  *
  * In place (sendbuf == recvbuf) every block lands in scratch and is
- * copied into its slot once all our sends have gone. There the sends do
- * not ask for one copy: a send read by its receiver is gone only when
- * that receiver has run and read it, so the copies out of scratch wait
- * for every peer to be scheduled, where through the ring the sender
- * finishes its sends itself (4 ranks on 2 CPUs, 5 alternating rounds of
- * 100 calls, in place: 1 MiB 232 -> 205 us, 2 MiB 469 -> 398, 4 MiB
- * 1280 -> 794, 8 MiB 3481 -> 2153; 16 MiB, whose blocks exceed
- * COLL_SHM_CMA_MAX and took the ring already, level).
+ * copied into its slot once all our sends have gone.
+ *
+ * The sends do not ask for one copy (COLL_TP_HINT_ONE_COPY): a send that
+ * its receiver reads is done only once that receiver has run and read
+ * it, and on a host with more ranks than CPUs blocks through the ring,
+ * which the sender finishes itself, came faster. 4 ranks on 2 CPUs,
+ * alternating rounds, us: in place (copies out of scratch wait for every
+ * send; 5 rounds of 100 calls) 1 MiB 232 -> 205, 2 MiB 469 -> 398, 4 MiB
+ * 1280 -> 794, 8 MiB 3481 -> 2153; out of place, 1 MiB 203-221 -> 177-187
+ * in 3 runs of 8 rounds (Open MPI 190-223), 2 MiB 581 -> 330, 4 MiB 906
+ * -> 645, 8 MiB 1975 -> 1372 (5 rounds of 20 calls); 16 MiB, whose
+ * blocks exceed COLL_SHM_CMA_MAX and took the ring already, level.
  *
  * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize, plus one
  * wait (coll_pull_waits); out of place a local copy of n/p bytes, in
@@ -51,8 +55,8 @@ static void build(coll_sched_t *s)
         int to = coll_mod(r + k, p), from = coll_mod(r - k, p);
         void *dst = held ? coll_slot(held, k - 1, bytes) : coll_slot(a->recvbuf, from, bytes);
         recvs[k - 1] = coll_sched_recv(s, dst, bytes, from, 0, COLL_NODEPS);
-        sends[k - 1] = coll_sched_send_hinted(s, coll_slot(a->sendbuf, to, bytes), bytes, to, 0,
-                                              held ? 0 : COLL_TP_HINT_ONE_COPY, COLL_NODEPS);
+        sends[k - 1] = coll_sched_send(s, coll_slot(a->sendbuf, to, bytes), bytes, to, 0,
+                                       COLL_NODEPS);
     }
     if (!held) {
         if (!a->in_place)

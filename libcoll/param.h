@@ -145,9 +145,9 @@ typedef enum coll_param_type {
       "Shared-memory transport: messages from this size up to COLL_SHM_CMA_MAX may take " \
       "the single-copy path (COLL_SHM_CMA_ADAPT chooses, message by message, between it " \
       "and the ring; smaller ones are copied into the ring and out); the default, above " \
-      "COLL_SHM_CMA_MAX, leaves that path to the sends that ask for it (the linear "     \
-      "all-to-all, the pairwise one out of place, the linear and ring all-gather, "      \
-      "scatter from a root with several children)")                                      \
+      "COLL_SHM_CMA_MAX, leaves that path to the sends that ask for it (the pairwise "  \
+      "all-to-all out of place, the ring all-gather, scatter from a root with several " \
+      "children)")                                                                       \
     X(SHM_CMA_ADAPT, COLL_PARAM_BOOL, "1",                                              \
       "Shared-memory transport: a message the receiver may read from the sender's "     \
       "buffer (see COLL_SHM_CMA_THRESHOLD) is read, or copied through the ring, by "    \
