@@ -5,13 +5,13 @@
  * (k = 1 .. p-1), none waiting for another. Over a network the rank's
  * link carries the p-1 copies, the volume of the ring.
  *
- * The choice on a host with more ranks than CPUs where receivers read the
- * senders' memory (shared memory): the ring forwards each block p-1
- * times, each time waiting for one rank that is often not running, where
- * here a rank that gets the CPU takes every block whose owner has arrived
- * (alltoall_linear.c has the same reasoning). 4 ranks on 2 CPUs, medians
- * of 4-6 alternating launches, out of place: 64 KiB 28 -> 20 us, 1 MiB
- * 270 -> 209, 16 MiB 3.64 -> 2.66 ms. Where senders push the data (TCP)
+ * The choice on a host with more ranks than CPUs where ranks share
+ * memory: the ring forwards each block p-1 times, each time waiting for
+ * one rank that is often not running, where here a rank that gets the CPU
+ * moves every block to or from a partner that is ready (alltoall_linear.c
+ * has the same reasoning). 4 ranks on 2 CPUs, medians of 4-6 alternating
+ * launches, out of place: 64 KiB 28 -> 20 us, 1 MiB 270 -> 209 (its
+ * blocks then read), 16 MiB 3.64 -> 2.66 ms. Where senders push the data (TCP)
  * each block waits for its sender to run anyway and linear was 7-12%
  * slower than the ring; there, and with a CPU per rank, the ring (listed
  * first) wins the tie.

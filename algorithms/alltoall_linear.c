@@ -2,14 +2,14 @@
  * alltoall_linear.c: every send and receive at once (Open MPI's "basic
  * linear"). Rank r posts its p-1 receives and p-1 sends in the pairwise
  * order (to r+k, from r-k, k = 1 .. p-1) and no message waits for
- * another, so a rank that gets the CPU does all the work it can: reads
- * every block whose sender has arrived and answers every rank that reads
- * from it. On a host with more ranks than CPUs the pairwise exchange
- * waits p-1 times for one particular partner, which is often not running.
- * That holds where receivers read the senders' memory (shared memory:
- * a block needs only its sender to have arrived, not to run): 4 ranks on
- * 2 CPUs, medians of 5 alternating launches, out of place: 1 MiB 263 ->
- * 220 us, 64 KiB 42 -> 20 (docs/algorithms.md). Where senders push the
+ * another, so a rank that gets the CPU does all the work it can: every
+ * block to or from a partner that is ready moves. On a host with more
+ * ranks than CPUs the pairwise exchange waits p-1 times for one
+ * particular partner, which is often not running. Over shared memory, 4
+ * ranks on 2 CPUs, medians of 5 alternating launches, out of place, when
+ * the blocks were still read: 1 MiB 263 -> 220 us, 64 KiB 42 -> 20
+ * (docs/algorithms.md); through the rings since, 1 MiB 257-267 against
+ * 177-187 (docs/performance.md). Where senders push the
  * data (TCP) each block still waits for its sender to run, the two were
  * level, and pairwise, which never floods a link with p-1 messages at
  * once, wins the tie; so it does with a CPU per rank.
