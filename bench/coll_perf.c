@@ -324,7 +324,8 @@ typedef struct bench {
     unsigned flags;
     coll_comm_t comm;
     int rank, nranks;
-    char *sendbuf, *recvbuf, *expected; /* buf_bytes each */
+    char *sendbuf, *recvbuf;            /* buf_bytes each */
+    char *expected;                     /* CHECK_SLICE bytes: a slice of the expected result */
     size_t buf_bytes;
     double *iter_us;                    /* o->iters: time of each iteration, us per call */
     coll_request_t *reqs;               /* 2 * o->agg: in flight in one iteration */
@@ -486,42 +487,84 @@ static void check_ok(const bench_t *b, const char *what, coll_status_t st)
 
 /* ---- data and the check ---------------------------------------------------------------- */
 
-/* Expected result of this rank for the call, into b->expected. */
-static void fill_expected(const bench_t *b, const call_t *c)
+/* The check compares the result against its expected value one slice at
+ * a time, so that it maps CHECK_SLICE bytes rather than a third buffer of
+ * the message's size: the peers' benchmarks map only their send and
+ * receive buffers, and on a host whose kernel samples the pages processes
+ * map (DAMON), each extra MiB mapped costs the links a little. */
+#define CHECK_SLICE (64 * 1024) /* bytes; a multiple of every element size */
+
+/* A result of nranks blocks of n elements, block j rank j's copy pattern
+ * from its element `base` on: result elements first .. first+count-1
+ * into out. */
+static void fill_blocks(char *out, coll_datatype_t dt, size_t n, size_t base, size_t first,
+                        size_t count)
 {
-    size_t es = coll_datatype_size(c->dt), n = c->g.count, me = (size_t)b->rank;
+    size_t es = coll_datatype_size(dt);
+
+    while (count > 0) {
+        size_t j = first / n, off = first % n, k = n - off < count ? n - off : count;
+
+        bench_fill_copy(out, dt, (int)j, base + off, k);
+        out += k * es;
+        first += k;
+        count -= k;
+    }
+}
+
+/* This rank's expected result, elements first .. first+count-1, into out. */
+static void fill_expected(const bench_t *b, const call_t *c, size_t first, size_t count,
+                          char *out)
+{
+    size_t n = c->g.count, me = (size_t)b->rank;
     int left = (b->rank + b->nranks - 1) % b->nranks;
-    char *e = b->expected;
 
     switch (b->kind) {
     case K_ALLREDUCE:
     case K_REDUCE:
-        bench_fill_reduce_expected(e, c->dt, c->op, b->nranks, 0, n);
+        bench_fill_reduce_expected(out, c->dt, c->op, b->nranks, first, count);
         break;
     case K_REDUCE_SCATTER: /* block `me` of the reduced vector */
-        bench_fill_reduce_expected(e, c->dt, c->op, b->nranks, me * n, n);
+        bench_fill_reduce_expected(out, c->dt, c->op, b->nranks, me * n + first, count);
         break;
     case K_BROADCAST:
-        bench_fill_copy(e, c->dt, c->root, 0, n);
+        bench_fill_copy(out, c->dt, c->root, first, count);
         break;
     case K_SCATTER: /* block `me` of the root's data */
-        bench_fill_copy(e, c->dt, c->root, me * n, n);
+        bench_fill_copy(out, c->dt, c->root, me * n + first, count);
         break;
     case K_SENDRECV:
-        bench_fill_copy(e, c->dt, left, 0, n);
+        bench_fill_copy(out, c->dt, left, first, count);
         break;
     case K_ALLGATHER:
     case K_GATHER: /* block j: rank j's data */
-        for (int j = 0; j < b->nranks; j++)
-            bench_fill_copy(e + (size_t)j * n * es, c->dt, j, 0, n);
+        fill_blocks(out, c->dt, n, 0, first, count);
         break;
     case K_ALLTOALL: /* block j: block `me` of rank j's data */
-        for (int j = 0; j < b->nranks; j++)
-            bench_fill_copy(e + (size_t)j * n * es, c->dt, j, me * n, n);
+        fill_blocks(out, c->dt, n, me * n, first, count);
         break;
     default:
         break;
     }
+}
+
+/* Walk the result in slices of CHECK_SLICE bytes, the expected value of
+ * each in b->expected: complement (prepare) or count the wrong elements. */
+static size_t walk_result(const bench_t *b, const call_t *c, int count_wrong)
+{
+    size_t es = coll_datatype_size(c->dt), per = CHECK_SLICE / es, wrong = 0;
+
+    for (size_t first = 0; first < c->result_count; first += per) {
+        size_t k = c->result_count - first < per ? c->result_count - first : per;
+        char *got = c->result + first * es;
+
+        fill_expected(b, c, first, k, b->expected);
+        if (count_wrong)
+            wrong += bench_count_wrong(got, b->expected, k, es);
+        else
+            bench_complement(got, b->expected, k * es);
+    }
+    return wrong;
 }
 
 /* This rank's input at c->send. */
@@ -559,32 +602,38 @@ static void fill_input(const bench_t *b, const call_t *c)
     }
 }
 
-/* Fresh buffers for the call: the expected result, a result area that
- * differs from it in every byte, then the inputs (which, in place, land
+/* Fresh buffers for the call: a result area that differs from the
+ * expected result in every byte, then the inputs (which, in place, land
  * inside the result area where the in-place form wants them). */
 static void init_data(const bench_t *b, const call_t *c)
 {
+    if (c->result)
+        walk_result(b, c, 0);
+    fill_input(b, c);
+}
+
+/* Flip a bit of the result's first element and of its last, which lies
+ * in the check's last slice: #wrong 2 (1 with one element). */
+static void corrupt(const call_t *c)
+{
     size_t es = coll_datatype_size(c->dt);
 
-    if (c->result) {
-        fill_expected(b, c);
-        bench_complement(c->result, b->expected, c->result_count * es);
-    }
-    fill_input(b, c);
+    c->result[0] ^= 1;
+    if (c->result_count > 1)
+        c->result[(c->result_count - 1) * es] ^= 1;
 }
 
 /* One checked call on fresh buffers: wrong elements summed over ranks. */
 static long long check_once(bench_t *b, const call_t *c)
 {
-    size_t es = coll_datatype_size(c->dt);
     int64_t wrong = 0;
 
     init_data(b, c);
     run_calls(b, c, 1);
     if (c->result && c->result_count > 0) {
-        if (b->rank == b->corrupt_rank)
-            c->result[0] ^= 1; /* COLL_PERF_CORRUPT: prove the check can fail */
-        wrong = (int64_t)bench_count_wrong(c->result, b->expected, c->result_count, es);
+        if (b->rank == b->corrupt_rank) /* COLL_PERF_CORRUPT: prove the check can fail */
+            corrupt(c);
+        wrong = (int64_t)walk_result(b, c, 1);
     }
     check_ok(b, "coll_allreduce (summing #wrong over ranks)",
              coll_allreduce(&wrong, &wrong, 1, COLL_INT64, COLL_SUM, b->comm));
@@ -899,17 +948,17 @@ static void *alloc_or_die(const bench_t *b, size_t bytes, const char *what)
  * stop together with a message rather than one in the OOM killer. */
 static void check_memory(const bench_t *b)
 {
-    size_t need = (b->o->check ? 3 : 2) * b->o->max_bytes; /* send, receive, expected */
-    int fits = b->o->max_bytes <= SIZE_MAX / 3 && bench_fits_memory(need), all = fits;
+    size_t need = 2 * b->o->max_bytes; /* send, receive */
+    int fits = b->o->max_bytes <= SIZE_MAX / 2 && bench_fits_memory(need), all = fits;
 
     check_ok(b, "coll_allreduce (memory check)",
              coll_allreduce(&fits, &all, 1, COLL_INT32, COLL_MIN, b->comm));
     if (all)
         return;
     if (!fits)
-        fprintf(stderr, "%s: rank %d: -e %zu needs %zu bytes per rank (send, receive%s), more "
+        fprintf(stderr, "%s: rank %d: -e %zu needs %zu bytes per rank (send and receive), more "
                         "than 80%% of this host's memory shared by its ranks\n",
-                PROG, b->rank, b->o->max_bytes, need, b->o->check ? ", expected" : "");
+                PROG, b->rank, b->o->max_bytes, need);
     coll_comm_destroy(b->comm);
     exit(BENCH_EXIT_USAGE);
 }
@@ -948,7 +997,7 @@ static void alloc_buffers(bench_t *b)
     b->buf_bytes = b->o->max_bytes;
     b->sendbuf = alloc_msg_buffer(b, "the send buffer");
     b->recvbuf = alloc_msg_buffer(b, "the receive buffer");
-    b->expected = alloc_or_die(b, b->o->check ? b->buf_bytes : 0, "the expected result");
+    b->expected = alloc_or_die(b, b->o->check ? CHECK_SLICE : 0, "the expected result's slice");
     b->iter_us = alloc_or_die(b, (size_t)b->o->iters * sizeof(double), "iteration times");
     b->reqs = alloc_or_die(b, 2 * (size_t)b->o->agg * sizeof(coll_request_t), "requests");
 }

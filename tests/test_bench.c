@@ -302,19 +302,21 @@ END_TEST
 START_TEST(test_corrupt)
 {
     char *out = out_buf();
-    int rc = run_bench("COLL_PERF_CORRUPT=1", 2, "all_reduce_perf", "-b 64 -e 1K -f 4 -n 2 -w 1",
-                       out);
+    /* 256K: the check's expected values come in 64 KiB slices; the last
+     * element lies in the fourth */
+    int rc = run_bench("COLL_PERF_CORRUPT=1", 2, "all_reduce_perf",
+                       "-b 64 -e 256K -f 64 -n 2 -w 1", out);
     int flagged = 0;
 
     ck_assert_msg(rc != 0 && rc < 124, "corrupted run exited %d\n%s", rc, out);
     ck_assert_msg(strstr(out, "# Out of bounds values : 6 FAILED"), "no FAILED verdict\n%s", out);
-    /* rank 1 flipped one element of each result: #wrong 1 everywhere */
+    /* rank 1 flipped the first and the last element of each result: #wrong 2 everywhere */
     char *copy = strdup(out), *save = NULL;
     for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *f[MAX_FIELDS];
         if (split(line, " ", f, MAX_FIELDS, 0) != 17 || f[0][0] == '#')
             continue;
-        ck_assert_msg(strcmp(f[8], "1") == 0 && strcmp(f[14], "1") == 0, "row: %s", line);
+        ck_assert_msg(strcmp(f[8], "2") == 0 && strcmp(f[14], "2") == 0, "row: %s", line);
         flagged++;
     }
     ck_assert_int_eq(flagged, 3);
