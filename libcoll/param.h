@@ -171,8 +171,9 @@ typedef enum coll_param_type {
       "again, in cache-sized pieces that both sides copy at once (on the 2-core "        \
       "development machine process_vm_readv of 4 to 64 MiB ran at half the ring's "     \
       "speed in 4 KiB pages), unless both the sender's and the receiver's buffers lie "  \
-      "wholly in huge pages (Linux 6.7 and later tell), where they may be read as "      \
-      "smaller ones are; 0: no limit")                                                   \
+      "wholly in huge pages (Linux 6.7 and later tell), or the sender asked for one "    \
+      "copy (see COLL_SHM_CMA_THRESHOLD: it copies too) and the receiver does not "     \
+      "reduce, where they may be read as smaller ones are; 0: no limit")                \
     X(SHM_MAP, COLL_PARAM_BOOL, "1",                                                     \
       "Shared-memory transport: a large message whose buffer lies in memory from "       \
       "coll_mem_alloc names its region, and its receiver maps the region (once) and "    \

@@ -271,20 +271,23 @@ static int exch_pass(int rank, int nranks, coll_comm_t comm, int allgather, int 
     return 0;
 }
 
-/* Two all-gathers of 4 MiB blocks: messages above COLL_SHM_CMA_MAX (2M),
- * which go through the ring with no choice made. */
-#define UNREAD_COUNT (1u << 20) /* int32 per block */
+/* Two exchanges of 4 MiB with the ring neighbours: messages above
+ * COLL_SHM_CMA_MAX (2M) whose senders do not ask for one copy, which go
+ * through the ring with no choice made. */
+#define UNREAD_BYTES (4u << 20)
 
 static int unread_traffic(int nranks, coll_comm_t comm)
 {
-    uint32_t *mine = calloc(UNREAD_COUNT, sizeof(*mine));
-    uint32_t *all = calloc((size_t)nranks * UNREAD_COUNT, sizeof(*all));
+    int rank = 0;
+    uint8_t *out = calloc(UNREAD_BYTES, 1), *in = calloc(UNREAD_BYTES, 1);
 
-    RANK_CHECK(mine && all, "out of memory");
+    RANK_CHECK(out && in, "out of memory");
+    RANK_OK(coll_comm_rank(comm, &rank));
     for (int k = 0; k < 2; k++)
-        RANK_OK(coll_allgather(mine, all, UNREAD_COUNT, COLL_INT32, comm));
-    free(mine);
-    free(all);
+        RANK_OK(coll_sendrecv(out, UNREAD_BYTES, COLL_UINT8, (rank + 1) % nranks, k, in,
+                              UNREAD_BYTES, COLL_UINT8, (rank + nranks - 1) % nranks, k, comm));
+    free(out);
+    free(in);
     return 0;
 }
 
@@ -483,6 +486,59 @@ START_TEST(test_read_or_ring)
         check_ring_untimed();
     if (c == WAYS_ADAPT)
         check_retries();
+    harness_tmpdir_remove(log_dir);
+}
+END_TEST
+
+/* ---- blocks above COLL_SHM_CMA_MAX from busy senders ---------------------------- */
+
+/* Two ring all-gathers of 4 MiB blocks on 2 ranks, above COLL_SHM_CMA_MAX
+ * (2M), in 4 KiB pages, with COLL_SHM_CMA_ADAPT=0: the ring all-gather's
+ * sends ask for one copy (their senders copy too), and a receive that does
+ * not reduce reads such blocks at any size (SHM_RTS_BUSY), where the
+ * sendrecvs of unread_traffic, whose senders only wait, go through the
+ * ring (test_huge_blocks, test_read_or_ring). */
+static int rank_busy_reads(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    uint8_t *mine = malloc(UNREAD_BYTES), *all = malloc(2 * (size_t)UNREAD_BYTES);
+
+    (void)arg;
+    shm_only_logged(rank);
+    setenv("COLL_ALGO", exch_algo(KIND_AG_RING), 1);
+    setenv("COLL_SHM_CMA_ADAPT", "0", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK(mine && all, "out of memory");
+    for (int k = 0; k < 2; k++) {
+        harness_fill(mine, UNREAD_BYTES, rank, k);
+        RANK_OK(coll_allgather(mine, all, UNREAD_BYTES, COLL_UINT8, comm));
+        for (int r = 0; r < nranks; r++)
+            harness_verify(all + (size_t)r * UNREAD_BYTES, UNREAD_BYTES, r, k);
+    }
+    free(mine);
+    free(all);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_busy_reads)
+{
+    char cmd[512], out[256];
+
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_msg(harness_run(2, rank_busy_reads, NULL, 120) == 0, "all-gathers of 4 MiB blocks");
+    for (int r = 0; r < 2; r++) {
+        unsigned long nread = 0, nring = 0, nled = 0;
+        snprintf(cmd, sizeof(cmd), "grep -o '[0-9]* were read and [0-9]* came through the "
+                 "ring, [0-9]*' %s/rank%d.log", log_dir, r);
+        harness_sh(cmd, out, sizeof(out));
+        /* no such line: no message could have been read */
+        if (sscanf(out, "%lu were read and %lu came through the ring, %lu", &nread, &nring,
+                   &nled) != 3)
+            nread = nring = 0;
+        ck_assert_msg(nread == 2 && nring == 0, "rank %d: %lu blocks of 4 MiB read, %lu "
+                      "through the ring by choice; expected 2 and 0 (logs in %s)", r, nread,
+                      nring, log_dir);
+    }
     harness_tmpdir_remove(log_dir);
 }
 END_TEST
@@ -1899,6 +1955,7 @@ static Suite *shm_suite(void)
     tcase_add_loop_test(tc, test_p2p_paths, 0, NPATHS);
     tcase_add_loop_test(tc, test_exchange_one_copy, 0, NEXCH);
     tcase_add_loop_test(tc, test_read_or_ring, 0, NWAYS_CASES);
+    tcase_add_test(tc, test_busy_reads);
     tcase_add_loop_test(tc, test_huge_blocks, 0, NHUGE);
     tcase_add_loop_test(tc, test_shared_copy, 0, NSHARE);
     tcase_add_loop_test(tc, test_parked, 0, NPARK);

@@ -59,14 +59,16 @@ void shm_set_tx_blocked(shm_ep_t *ep, int blocked, int progress)
  * from the sender's memory (choose_way's question)? Only such messages'
  * copies are timed (priv->weighed). Above COLL_SHM_CMA_MAX only from huge
  * pages into huge pages (dst_huge: the receiver's buffer is; the sender,
- * which cannot know, passes 1). */
-static int readable(const shm_ep_t *ep, uint64_t addr, size_t len, int dst_huge)
+ * which cannot know, passes 1), or from a busy sender (SHM_RTS_BUSY) into
+ * a receive that does not reduce (fold: it does; the sender passes 0). */
+static int readable(const shm_ep_t *ep, uint64_t addr, size_t len, int dst_huge, int fold)
 {
     const shm_iface_t *iface = ep->iface;
 
     if (!addr || !iface->cma)
         return 0;
-    return len <= iface->cma_max || ((addr & SHM_RTS_HUGE) && dst_huge);
+    return len <= iface->cma_max || ((addr & SHM_RTS_HUGE) && dst_huge) ||
+           ((addr & SHM_RTS_BUSY) && !fold);
 }
 
 /* When a copy that choose_way weighs starts; 0 (not timed) for a message
@@ -133,7 +135,7 @@ static int offers_share(const shm_ep_t *ep, const coll_tp_req_t *req)
 }
 
 /* The address in an RTS that a receiver may read with process_vm_readv,
- * with its SHM_RTS_HUGE and SHM_RTS_SHARE; 0: it asks for the data
+ * with its SHM_RTS_HUGE, SHM_RTS_SHARE and SHM_RTS_BUSY; 0: it asks for the data
  * through the ring (CTS). */
 static uint64_t rts_addr(const shm_ep_t *ep, const coll_tp_req_t *req)
 {
@@ -144,6 +146,8 @@ static uint64_t rts_addr(const shm_ep_t *ep, const coll_tp_req_t *req)
     if (addr && req->len > ep->iface->cma_max &&
         shm_pages_huge(ep->iface->pagemap_fd, req->buf, req->len))
         addr |= share ? SHM_RTS_HUGE | SHM_RTS_SHARE : SHM_RTS_HUGE;
+    if (addr && req->len > ep->iface->cma_max && (req->hints & COLL_TP_HINT_ONE_COPY))
+        addr |= SHM_RTS_BUSY;
     return addr;
 }
 
@@ -190,7 +194,7 @@ static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
          * copy is then timed as one that could have been read, which
          * matters little where both sides' buffers are alike */
         shm_priv(req)->weighed =
-            !mapped && readable(ep, addr, req->len, 1) && !(addr & SHM_RTS_SHARE);
+            !mapped && readable(ep, addr, req->len, 1, 0) && !(addr & SHM_RTS_SHARE);
         if (mapped) {
             addr = (addr ? addr : (uint64_t)(uintptr_t)req->buf | SHM_RTS_NOREAD) | SHM_RTS_MAPPED;
             memcpy(slot + SHM_REC_HDR + SHM_RTS_PLAIN, &map, sizeof(map));
@@ -665,7 +669,7 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
     int dst_huge = (addr & SHM_RTS_HUGE) && ep->iface->cma &&
                    shm_pages_huge(ep->iface->pagemap_fd, req->buf, msg_len);
     shm_priv(req)->share = (addr & SHM_RTS_SHARE) && ep->iface->share && !req->fold && dst_huge;
-    shm_priv(req)->weighed = !shm_priv(req)->share && readable(ep, addr, msg_len, dst_huge);
+    shm_priv(req)->weighed = !shm_priv(req)->share && readable(ep, addr, msg_len, dst_huge, req->fold != NULL);
     shm_priv(req)->chosen = copy_start(ep, req);
     if (shm_priv(req)->share || (shm_priv(req)->weighed && choose_way(ep) == SHM_WAY_READ)) {
         read_later(ep, req, send_id, addr & ~SHM_RTS_FLAGS);
