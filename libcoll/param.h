@@ -141,13 +141,15 @@ typedef enum coll_param_type {
     X(SHM_CMA, COLL_PARAM_BOOL, "1",                                                     \
       "Shared-memory transport: let receivers copy large messages straight from the "    \
       "sender's buffer (process_vm_readv); 0 copies them through the ring")              \
-    X(SHM_CMA_THRESHOLD, COLL_PARAM_SIZE, "4M",                                           \
+    X(SHM_CMA_THRESHOLD, COLL_PARAM_STR, "auto",                                         \
       "Shared-memory transport: messages from this size up to COLL_SHM_CMA_MAX may take " \
       "the single-copy path (COLL_SHM_CMA_ADAPT chooses, message by message, between it " \
-      "and the ring; smaller ones are copied into the ring and out); the default, above " \
-      "COLL_SHM_CMA_MAX, leaves that path to the sends that ask for it (the pairwise "  \
-      "all-to-all out of place, the ring all-gather, scatter from a root with several " \
-      "children)")                                                                       \
+      "and the ring; smaller ones are copied into the ring and out); the sends that ask " \
+      "for it (the pairwise all-to-all out of place, the ring all-gather, scatter from " \
+      "a root with several children) may take it at any size. auto: 1M on Intel CPUs, "  \
+      "whose kernel copies (process_vm_readv) ran at 0.6-0.7 of memcpy's speed from 1 "  \
+      "MiB; 4M elsewhere, above COLL_SHM_CMA_MAX, so only those sends (on AMD EPYC "     \
+      "0.3); or a size")                                                                 \
     X(SHM_CMA_ADAPT, COLL_PARAM_BOOL, "1",                                              \
       "Shared-memory transport: a message the receiver may read from the sender's "     \
       "buffer (see COLL_SHM_CMA_THRESHOLD) is read, or copied through the ring, by "    \

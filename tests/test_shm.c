@@ -52,7 +52,7 @@
 /* PATH_CMA: cross-memory attach from 512K (COLL_SHM_CMA_THRESHOLD; the
  * default leaves it to sends that ask for one copy) up to COLL_SHM_CMA_MAX
  * (2M) and the ring above it; PATH_CMA_ALL: cross-memory attach from 4M
- * (the default threshold) at any size; PATH_REFUSED: as PATH_CMA, with
+ * (shm_only_logged's threshold) at any size; PATH_REFUSED: as PATH_CMA, with
  * process_vm_readv refused. */
 enum { PATH_CMA, PATH_CMA_ALL, PATH_RING, PATH_REFUSED, NPATHS };
 static const char *path_names[] = {"cross-memory attach up to 2 MiB, then the ring",
@@ -101,6 +101,9 @@ static void shm_only_logged(int rank)
     setenv("COLL_DEBUG_SUBSYS", "NET", 1);
     setenv("COLL_DEBUG_FILE", logpath, 1);
     setenv("COLL_TRANSPORTS", "shm", 1);
+    /* the same paths on every CPU: auto reads plain messages from 1M on
+     * Intel ones (the link probe's at init among them), from 4M on others */
+    setenv("COLL_SHM_CMA_THRESHOLD", "4M", 1);
 }
 
 static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -209,6 +212,60 @@ START_TEST(test_p2p_paths)
         snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c 'is not permitted'", log_dir);
         harness_sh(cmd, out, sizeof(out));
         ck_assert_msg(atoi(out) == 1, "%s lines saying so", out);
+    }
+    harness_tmpdir_remove(log_dir);
+}
+END_TEST
+
+/* ---- COLL_SHM_CMA_THRESHOLD: auto, a size, neither ------------------------------- */
+
+/* auto: 1M on Intel CPUs, 4M on others (shm_iface.c); a size as given;
+ * a value that is neither fails init on every rank, naming the variable
+ * and the value, within seconds. */
+enum { THRESH_AUTO, THRESH_SIZE, THRESH_BAD, NTHRESH };
+static const char *thresh_values[] = {"auto", "256K", "half"};
+
+static int rank_threshold(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int c = *(int *)arg;
+    coll_comm_t comm;
+
+    shm_only_logged(rank);
+    setenv("COLL_SHM_CMA_THRESHOLD", thresh_values[c], 1);
+    double t0 = harness_now();
+    coll_status_t st = coll_comm_init_rank(&comm, nranks, *id, rank);
+    if (c == THRESH_BAD) {
+        RANK_CHECK(st == COLL_ERR_INVALID_ARG &&
+                       strstr(coll_get_last_error(NULL), "COLL_SHM_CMA_THRESHOLD='half'"),
+                   "init: %s: %s", coll_status_str(st), coll_get_last_error(NULL));
+        RANK_CHECK(harness_now() - t0 < 5, "init failed after %.1f s", harness_now() - t0);
+        return 0;
+    }
+    RANK_OK(st);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(test_cma_threshold)
+{
+    int c = _i;
+    char cmd[512], out[64];
+    size_t want = c == THRESH_SIZE ? 256u << 10 : 4u << 20;
+
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (c == THRESH_AUTO && __builtin_cpu_is("intel"))
+        want = 1u << 20;
+#endif
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_msg(harness_run(2, rank_threshold, &c, 60) == 0, "COLL_SHM_CMA_THRESHOLD=%s",
+                  thresh_values[c]);
+    if (c != THRESH_BAD) {
+        snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c 'cross-memory attach from %zu "
+                 "bytes'", log_dir, want);
+        harness_sh(cmd, out, sizeof(out));
+        ck_assert_msg(atoi(out) >= 1, "COLL_SHM_CMA_THRESHOLD=%s: no rank logged a threshold "
+                      "of %zu bytes (logs in %s)", thresh_values[c], want, log_dir);
     }
     harness_tmpdir_remove(log_dir);
 }
@@ -1953,6 +2010,7 @@ static Suite *shm_suite(void)
     TCase *tc = tcase_create("p2p");
     tcase_set_timeout(tc, 150);
     tcase_add_loop_test(tc, test_p2p_paths, 0, NPATHS);
+    tcase_add_loop_test(tc, test_cma_threshold, 0, NTHRESH);
     tcase_add_loop_test(tc, test_exchange_one_copy, 0, NEXCH);
     tcase_add_loop_test(tc, test_read_or_ring, 0, NWAYS_CASES);
     tcase_add_test(tc, test_busy_reads);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <linux/membarrier.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
@@ -145,13 +146,48 @@ static int room_in_dev_shm(shm_iface_t *iface)
     return 1;
 }
 
+/* COLL_SHM_CMA_THRESHOLD's auto. A single copy by the receiver beats the
+ * ring's two (one on each side, pipelined) where the kernel's copy runs
+ * at more than half memcpy's speed, as where both ranks receive at once
+ * each CPU makes one copy instead of two. On the Intel VM of 2026-12-07
+ * process_vm_readv ran at 0.59 of memcpy's speed at 1 MiB and 0.67-0.70
+ * from 2 MiB (one rank, warm buffers), and reading from 1 MiB took a
+ * 2-rank all-reduce of 4 MiB from 795 / 682 to 594 / 509 us (out / in
+ * place) and a 4-rank all-gather of 4 MiB from 1499 / 1000 to 1112 / 735;
+ * on the AMD EPYC of 2026-11 it ran at 0.31 of memcpy at 1 MiB and the
+ * ring won from 512 KiB (docs/design.md, the shared-memory transport). */
+#define SHM_CMA_THRESHOLD_INTEL ((size_t)1 << 20)
+#define SHM_CMA_THRESHOLD_OTHER ((size_t)4 << 20)
+
+static size_t cma_threshold_auto(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_is("intel"))
+        return SHM_CMA_THRESHOLD_INTEL;
+#endif
+    return SHM_CMA_THRESHOLD_OTHER;
+}
+
+static coll_status_t read_cma_threshold(shm_iface_t *iface)
+{
+    const char *text = coll_param_raw(COLL_PARAM_SHM_CMA_THRESHOLD);
+
+    if (strcasecmp(text, "auto") == 0)
+        iface->cma_threshold = cma_threshold_auto();
+    else if (coll_parse_size(text, &iface->cma_threshold) != 0)
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG,
+                          "COLL_SHM_CMA_THRESHOLD='%s' is not auto or a size (e.g. 1M)", text);
+    return COLL_OK;
+}
+
 static coll_status_t read_params(shm_iface_t *iface)
 {
     size_t ring;
     int cma;
 
     COLL_CHECK(coll_param_size(COLL_PARAM_SHM_RING_SIZE, &ring));
-    COLL_CHECK(coll_param_size(COLL_PARAM_SHM_CMA_THRESHOLD, &iface->cma_threshold));
+    COLL_CHECK(read_cma_threshold(iface));
     COLL_CHECK(coll_param_size(COLL_PARAM_SHM_CMA_MAX, &iface->cma_max));
     if (iface->cma_max == 0)
         iface->cma_max = SIZE_MAX;
