@@ -168,14 +168,16 @@ typedef enum coll_param_type {
       "reads the rest, pieces taken from a shared counter; for messages above "        \
       "COLL_SHM_CMA_MAX where both buffers lie in huge pages, and not where ranks "    \
       "share CPUs; 0: the receiver reads such messages alone")                         \
-    X(SHM_CMA_MAX, COLL_PARAM_SIZE, "2M",                                                \
+    X(SHM_CMA_MAX, COLL_PARAM_STR, "auto",                                              \
       "Shared-memory transport: received messages above this size go through the ring "  \
-      "again, in cache-sized pieces that both sides copy at once (on the 2-core "        \
-      "development machine process_vm_readv of 4 to 64 MiB ran at half the ring's "     \
-      "speed in 4 KiB pages), unless both the sender's and the receiver's buffers lie "  \
-      "wholly in huge pages (Linux 6.7 and later tell), or the sender asked for one "    \
-      "copy (see COLL_SHM_CMA_THRESHOLD: it copies too) and the receiver does not "     \
-      "reduce, where they may be read as smaller ones are; 0: no limit")                \
+      "again, in cache-sized pieces that both sides copy at once (on an AMD EPYC "       \
+      "process_vm_readv of 4 to 64 MiB ran at half the ring's speed in 4 KiB pages), "  \
+      "unless both the sender's and the receiver's buffers lie wholly in huge pages "   \
+      "(Linux 6.7 and later tell), or the sender asked for one copy (see "              \
+      "COLL_SHM_CMA_THRESHOLD: it copies too) and the receiver does not reduce, where "  \
+      "they may be read as smaller ones are; a sender that only waits (a broadcast's "  \
+      "root) sends those above it through the ring. auto: 2M, and 16M on Intel CPUs "   \
+      "where each rank of the host has a CPU; 0: no limit; or a size")                 \
     X(SHM_MAP, COLL_PARAM_BOOL, "1",                                                     \
       "Shared-memory transport: a large message whose buffer lies in memory from "       \
       "coll_mem_alloc names its region, and its receiver maps the region (once) and "    \

@@ -102,8 +102,10 @@ static void shm_only_logged(int rank)
     setenv("COLL_DEBUG_FILE", logpath, 1);
     setenv("COLL_TRANSPORTS", "shm", 1);
     /* the same paths on every CPU: auto reads plain messages from 1M on
-     * Intel ones (the link probe's at init among them), from 4M on others */
+     * Intel ones (the link probe's at init among them), from 4M on others,
+     * and up to 16M on Intel ones where each rank has a CPU */
     setenv("COLL_SHM_CMA_THRESHOLD", "4M", 1);
+    setenv("COLL_SHM_CMA_MAX", "2M", 1);
 }
 
 static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -217,26 +219,29 @@ START_TEST(test_p2p_paths)
 }
 END_TEST
 
-/* ---- COLL_SHM_CMA_THRESHOLD: auto, a size, neither ------------------------------- */
+/* ---- COLL_SHM_CMA_THRESHOLD and COLL_SHM_CMA_MAX: auto, a size, neither ---------- */
 
-/* auto: 1M on Intel CPUs, 4M on others (shm_iface.c); a size as given;
- * a value that is neither fails init on every rank, naming the variable
- * and the value, within seconds. */
-enum { THRESH_AUTO, THRESH_SIZE, THRESH_BAD, NTHRESH };
-static const char *thresh_values[] = {"auto", "256K", "half"};
+/* auto: a threshold of 1M on Intel CPUs and 4M on others, a limit of 2M
+ * and on Intel CPUs 16M where each rank has a CPU (shm_iface.c); sizes as
+ * given; a value that is neither fails init on every rank, naming the
+ * variable and the value, within seconds. */
+enum { THRESH_AUTO, THRESH_SIZE, THRESH_BAD, THRESH_BAD_MAX, NTHRESH };
+static const char *thresh_values[] = {"auto", "256K", "half", "auto"};
+static const char *max_values[] = {"auto", "8M", "auto", "wide"};
 
 static int rank_threshold(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     int c = *(int *)arg;
+    const char *bad = c == THRESH_BAD ? "COLL_SHM_CMA_THRESHOLD='half'" : "COLL_SHM_CMA_MAX='wide'";
     coll_comm_t comm;
 
     shm_only_logged(rank);
     setenv("COLL_SHM_CMA_THRESHOLD", thresh_values[c], 1);
+    setenv("COLL_SHM_CMA_MAX", max_values[c], 1);
     double t0 = harness_now();
     coll_status_t st = coll_comm_init_rank(&comm, nranks, *id, rank);
-    if (c == THRESH_BAD) {
-        RANK_CHECK(st == COLL_ERR_INVALID_ARG &&
-                       strstr(coll_get_last_error(NULL), "COLL_SHM_CMA_THRESHOLD='half'"),
+    if (c >= THRESH_BAD) {
+        RANK_CHECK(st == COLL_ERR_INVALID_ARG && strstr(coll_get_last_error(NULL), bad),
                    "init: %s: %s", coll_status_str(st), coll_get_last_error(NULL));
         RANK_CHECK(harness_now() - t0 < 5, "init failed after %.1f s", harness_now() - t0);
         return 0;
@@ -248,24 +253,32 @@ static int rank_threshold(int rank, int nranks, const coll_unique_id_t *id, void
 
 START_TEST(test_cma_threshold)
 {
-    int c = _i;
-    char cmd[512], out[64];
-    size_t want = c == THRESH_SIZE ? 256u << 10 : 4u << 20;
+    int c = _i, intel = 0;
+    char cmd[512], out[64], want[160];
 
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (c == THRESH_AUTO && __builtin_cpu_is("intel"))
-        want = 1u << 20;
+    intel = __builtin_cpu_is("intel");
 #endif
+    if (c == THRESH_SIZE)
+        snprintf(want, sizeof(want), "from 262144 bytes and for sends that ask for one copy up "
+                 "to 8388608 bytes,");
+    else if (intel)
+        snprintf(want, sizeof(want), "from 1048576 bytes and for sends that ask for one copy "
+                 "up to 2097152 bytes (16777216 where each rank has a CPU)");
+    else
+        snprintf(want, sizeof(want), "for sends that ask for one copy up to 2097152 bytes,");
     harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
-    ck_assert_msg(harness_run(2, rank_threshold, &c, 60) == 0, "COLL_SHM_CMA_THRESHOLD=%s",
-                  thresh_values[c]);
-    if (c != THRESH_BAD) {
-        snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c 'cross-memory attach from %zu "
-                 "bytes'", log_dir, want);
+    ck_assert_msg(harness_run(2, rank_threshold, &c, 60) == 0,
+                  "COLL_SHM_CMA_THRESHOLD=%s COLL_SHM_CMA_MAX=%s", thresh_values[c],
+                  max_values[c]);
+    if (c < THRESH_BAD) {
+        snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c 'cross-memory attach %s'",
+                 log_dir, want);
         harness_sh(cmd, out, sizeof(out));
-        ck_assert_msg(atoi(out) >= 1, "COLL_SHM_CMA_THRESHOLD=%s: no rank logged a threshold "
-                      "of %zu bytes (logs in %s)", thresh_values[c], want, log_dir);
+        ck_assert_msg(atoi(out) >= 1, "COLL_SHM_CMA_THRESHOLD=%s COLL_SHM_CMA_MAX=%s: no rank "
+                      "logged 'cross-memory attach %s' (logs in %s)", thresh_values[c],
+                      max_values[c], want, log_dir);
     }
     harness_tmpdir_remove(log_dir);
 }

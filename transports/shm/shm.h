@@ -433,6 +433,7 @@ struct shm_iface {
     size_t eager_limit;
     size_t cma_threshold;
     size_t cma_max;           /* COLL_SHM_CMA_MAX; SIZE_MAX: none */
+    size_t cma_max_spread;    /* the same where each rank of the host has a CPU */
     int pagemap_fd;           /* /proc/self/pagemap, for shm_pages_huge; -1: none */
     uint8_t *bounce;          /* SHM_BOUNCE_BYTES for cma_fold, allocated on first use */
     int cma;                  /* we may read peers' memory */

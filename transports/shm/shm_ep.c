@@ -153,14 +153,17 @@ static shm_ep_t *ep_alloc(shm_iface_t *iface, const coll_peer_info_t *peer, int 
  * the connection's INFO line. */
 static void describe_cma(const shm_iface_t *iface, char *buf, size_t len)
 {
-    char upto[96] = "";
+    char upto[160] = "", spread[64] = "";
 
     if (!iface->cma) {
         snprintf(buf, len, "every message through the ring");
         return;
     }
+    if (iface->cma_max_spread != iface->cma_max)
+        snprintf(spread, sizeof(spread), " (%zu where each rank has a CPU)",
+                 iface->cma_max_spread);
     if (iface->cma_max != SIZE_MAX)
-        snprintf(upto, sizeof(upto), " up to %zu bytes%s", iface->cma_max,
+        snprintf(upto, sizeof(upto), " up to %zu bytes%s%s", iface->cma_max, spread,
                  iface->pagemap_fd >= 0 ? ", beyond that from huge pages into huge pages" : "");
     if (iface->cma_threshold <= iface->cma_max)
         snprintf(buf, len, "cross-memory attach from %zu bytes and for sends that ask for "
@@ -172,7 +175,7 @@ static void describe_cma(const shm_iface_t *iface, char *buf, size_t len)
 static void become_ready(shm_ep_t *ep)
 {
     const shm_iface_t *iface = ep->iface;
-    char cma[128];
+    char cma[256];
 
     ep->state = SHM_EP_READY;
     __atomic_store_n(&ep->armed, 1, __ATOMIC_RELEASE);

@@ -159,14 +159,19 @@ static int room_in_dev_shm(shm_iface_t *iface)
 #define SHM_CMA_THRESHOLD_INTEL ((size_t)1 << 20)
 #define SHM_CMA_THRESHOLD_OTHER ((size_t)4 << 20)
 
-static size_t cma_threshold_auto(void)
+static int cpu_is_intel(void)
 {
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_is("intel"))
-        return SHM_CMA_THRESHOLD_INTEL;
+    return __builtin_cpu_is("intel");
+#else
+    return 0;
 #endif
-    return SHM_CMA_THRESHOLD_OTHER;
+}
+
+static size_t cma_threshold_auto(void)
+{
+    return cpu_is_intel() ? SHM_CMA_THRESHOLD_INTEL : SHM_CMA_THRESHOLD_OTHER;
 }
 
 static coll_status_t read_cma_threshold(shm_iface_t *iface)
@@ -181,6 +186,35 @@ static coll_status_t read_cma_threshold(shm_iface_t *iface)
     return COLL_OK;
 }
 
+/* COLL_SHM_CMA_MAX's auto: 2M, and on Intel CPUs 16M where each rank has
+ * a CPU (shm_msg.c, read_max). There, on the VM of 2026-12-07, 2 ranks,
+ * reading blocks of up to 16 MiB took the all-reduce of 16 MiB from 4210
+ * / 3467 to 3219 / 2620 us out / in place and the reduce-scatter of 16
+ * MiB from 4180 / 3895 to 2649 / 2750; with 4 ranks on the 2 CPUs it took
+ * the all-reduce of 16 MiB from 9584 / 7475 to 12912 / 8163, and a
+ * broadcast's root, which only waits, lent the ring a CPU worth more than
+ * the second copy (16 MiB in place 1412 -> 1595). */
+#define SHM_CMA_MAX_AUTO ((size_t)2 << 20)
+#define SHM_CMA_MAX_SPREAD_INTEL ((size_t)16 << 20)
+
+static coll_status_t read_cma_max(shm_iface_t *iface)
+{
+    const char *text = coll_param_raw(COLL_PARAM_SHM_CMA_MAX);
+
+    if (strcasecmp(text, "auto") == 0) {
+        iface->cma_max = SHM_CMA_MAX_AUTO;
+        iface->cma_max_spread = cpu_is_intel() ? SHM_CMA_MAX_SPREAD_INTEL : SHM_CMA_MAX_AUTO;
+        return COLL_OK;
+    }
+    if (coll_parse_size(text, &iface->cma_max) != 0)
+        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG,
+                          "COLL_SHM_CMA_MAX='%s' is not auto, 0 or a size (e.g. 2M)", text);
+    if (iface->cma_max == 0)
+        iface->cma_max = SIZE_MAX;
+    iface->cma_max_spread = iface->cma_max;
+    return COLL_OK;
+}
+
 static coll_status_t read_params(shm_iface_t *iface)
 {
     size_t ring;
@@ -188,9 +222,7 @@ static coll_status_t read_params(shm_iface_t *iface)
 
     COLL_CHECK(coll_param_size(COLL_PARAM_SHM_RING_SIZE, &ring));
     COLL_CHECK(read_cma_threshold(iface));
-    COLL_CHECK(coll_param_size(COLL_PARAM_SHM_CMA_MAX, &iface->cma_max));
-    if (iface->cma_max == 0)
-        iface->cma_max = SIZE_MAX;
+    COLL_CHECK(read_cma_max(iface));
     COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_CMA, &cma));
     COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_CMA_ADAPT, &iface->cma_adapt));
     COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_CMA_SHARE, &iface->share));

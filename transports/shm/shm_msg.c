@@ -55,6 +55,14 @@ void shm_set_tx_blocked(shm_ep_t *ep, int blocked, int progress)
     __atomic_store_n(&ep->tx_blocked, blocked, __ATOMIC_RELAXED);
 }
 
+/* Up to which size a plain message may be read: COLL_SHM_CMA_MAX, which
+ * auto sets higher on Intel CPUs where each rank has a CPU
+ * (shm_iface.c, read_cma_max). */
+static size_t read_max(const shm_iface_t *iface)
+{
+    return iface->super.crowded ? iface->cma_max : iface->cma_max_spread;
+}
+
 /* Could the receiver read a message with this RTS address and length
  * from the sender's memory (choose_way's question)? Only such messages'
  * copies are timed (priv->weighed). Above COLL_SHM_CMA_MAX only from huge
@@ -67,7 +75,7 @@ static int readable(const shm_ep_t *ep, uint64_t addr, size_t len, int dst_huge,
 
     if (!addr || !iface->cma)
         return 0;
-    return len <= iface->cma_max || ((addr & SHM_RTS_HUGE) && dst_huge) ||
+    return len <= read_max(iface) || ((addr & SHM_RTS_HUGE) && dst_huge) ||
            ((addr & SHM_RTS_BUSY) && !fold);
 }
 
@@ -143,11 +151,15 @@ static uint64_t rts_addr(const shm_ep_t *ep, const coll_tp_req_t *req)
     int share = offers_share(ep, req);
     uint64_t addr = ep->iface->cma && (one_copy || share) ? (uint64_t)(uintptr_t)req->buf : 0;
 
-    if (addr && req->len > ep->iface->cma_max &&
-        shm_pages_huge(ep->iface->pagemap_fd, req->buf, req->len))
+    if (!addr || req->len <= ep->iface->cma_max)
+        return addr;
+    int huge = shm_pages_huge(ep->iface->pagemap_fd, req->buf, req->len);
+    if (huge)
         addr |= share ? SHM_RTS_HUGE | SHM_RTS_SHARE : SHM_RTS_HUGE;
-    if (addr && req->len > ep->iface->cma_max && (req->hints & COLL_TP_HINT_ONE_COPY))
+    if (req->hints & COLL_TP_HINT_ONE_COPY)
         addr |= SHM_RTS_BUSY;
+    else if (!huge && (req->hints & COLL_TP_HINT_WAITS))
+        addr = 0; /* a sender that only waits lends the ring's copies its CPU */
     return addr;
 }
 
@@ -669,7 +681,8 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
     int dst_huge = (addr & SHM_RTS_HUGE) && ep->iface->cma &&
                    shm_pages_huge(ep->iface->pagemap_fd, req->buf, msg_len);
     shm_priv(req)->share = (addr & SHM_RTS_SHARE) && ep->iface->share && !req->fold && dst_huge;
-    shm_priv(req)->weighed = !shm_priv(req)->share && readable(ep, addr, msg_len, dst_huge, req->fold != NULL);
+    shm_priv(req)->weighed =
+        !shm_priv(req)->share && readable(ep, addr, msg_len, dst_huge, req->fold != NULL);
     shm_priv(req)->chosen = copy_start(ep, req);
     if (shm_priv(req)->share || (shm_priv(req)->weighed && choose_way(ep) == SHM_WAY_READ)) {
         read_later(ep, req, send_id, addr & ~SHM_RTS_FLAGS);
