@@ -65,7 +65,7 @@ static size_t read_max(const shm_iface_t *iface)
 
 /* Could the receiver read a message with this RTS address and length
  * from the sender's memory (choose_way's question)? Only such messages'
- * copies are timed (priv->weighed). Above COLL_SHM_CMA_MAX only from huge
+ * copies are timed (priv->weighed). Above read_max only from huge
  * pages into huge pages (dst_huge: the receiver's buffer is; the sender,
  * which cannot know, passes 1), or from a busy sender (SHM_RTS_BUSY) into
  * a receive that does not reduce (fold: it does; the sender passes 0). */
@@ -143,8 +143,8 @@ static int offers_share(const shm_ep_t *ep, const coll_tp_req_t *req)
 }
 
 /* The address in an RTS that a receiver may read with process_vm_readv,
- * with its SHM_RTS_HUGE, SHM_RTS_SHARE and SHM_RTS_BUSY; 0: it asks for the data
- * through the ring (CTS). */
+ * with its SHM_RTS_HUGE, SHM_RTS_SHARE and SHM_RTS_BUSY; 0: it asks for
+ * the data through the ring (CTS). */
 static uint64_t rts_addr(const shm_ep_t *ep, const coll_tp_req_t *req)
 {
     int one_copy = req->len >= ep->iface->cma_threshold || (req->hints & COLL_TP_HINT_ONE_COPY);
