@@ -232,7 +232,8 @@ static const char *max_values[] = {"auto", "8M", "auto", "wide"};
 static int rank_threshold(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     int c = *(int *)arg;
-    const char *bad = c == THRESH_BAD ? "COLL_SHM_CMA_THRESHOLD='half'" : "COLL_SHM_CMA_MAX='wide'";
+    const char *bad =
+        c == THRESH_BAD ? "COLL_SHM_CMA_THRESHOLD='half'" : "COLL_SHM_CMA_MAX='wide'";
     coll_comm_t comm;
 
     shm_only_logged(rank);
@@ -262,12 +263,12 @@ START_TEST(test_cma_threshold)
 #endif
     if (c == THRESH_SIZE)
         snprintf(want, sizeof(want), "from 262144 bytes and for sends that ask for one copy up "
-                 "to 8388608 bytes,");
+                 "to 8388608 bytes");
     else if (intel)
         snprintf(want, sizeof(want), "from 1048576 bytes and for sends that ask for one copy "
                  "up to 2097152 bytes (16777216 where each rank has a CPU)");
     else
-        snprintf(want, sizeof(want), "for sends that ask for one copy up to 2097152 bytes,");
+        snprintf(want, sizeof(want), "for sends that ask for one copy up to 2097152 bytes");
     harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
     ck_assert_msg(harness_run(2, rank_threshold, &c, 60) == 0,
                   "COLL_SHM_CMA_THRESHOLD=%s COLL_SHM_CMA_MAX=%s", thresh_values[c],
