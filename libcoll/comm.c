@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "algorithms.h"
@@ -457,14 +456,9 @@ static coll_status_t read_bind(struct coll_comm *comm)
  * known (agree_costs). */
 static coll_status_t read_window(struct coll_comm *comm)
 {
-    const char *text = coll_param_raw(COLL_PARAM_PIPELINE_WINDOW);
-
-    comm->window_auto = strcasecmp(text, "auto") == 0;
     comm->window_bytes = 0;
-    if (!comm->window_auto && coll_parse_size(text, &comm->window_bytes) != 0)
-        return coll_error(COLL_SUBSYS_ALGO, COLL_ERR_INVALID_ARG,
-                          "COLL_PIPELINE_WINDOW='%s' is not auto, 0 or a size (e.g. 2M)", text);
-    return COLL_OK;
+    return coll_param_size_or_auto(COLL_PARAM_PIPELINE_WINDOW, &comm->window_auto,
+                                   &comm->window_bytes);
 }
 
 /* COLL_STREAM_MIN: "auto" is half the L3, where streaming results out of
@@ -475,15 +469,13 @@ static coll_status_t read_window(struct coll_comm *comm)
  * MiB faster, so there auto is twice the guess. */
 static coll_status_t read_stream(struct coll_comm *comm)
 {
-    const char *text = coll_param_raw(COLL_PARAM_STREAM_MIN);
-    int guessed;
+    int is_auto, guessed;
 
-    if (strcasecmp(text, "auto") == 0) {
+    COLL_CHECK(coll_param_size_or_auto(COLL_PARAM_STREAM_MIN, &is_auto, &comm->stream_min));
+    if (is_auto) {
         size_t llc = coll_llc_bytes(&guessed);
         comm->stream_min = guessed ? 2 * llc : llc / 2;
-    } else if (coll_parse_size(text, &comm->stream_min) != 0)
-        return coll_error(COLL_SUBSYS_ALGO, COLL_ERR_INVALID_ARG,
-                          "COLL_STREAM_MIN='%s' is not auto, 0 or a size (e.g. 16M)", text);
+    }
     return COLL_OK;
 }
 

@@ -221,3 +221,19 @@ coll_status_t coll_param_size(coll_param_id_t id, size_t *value_p)
     *value_p = v;
     return COLL_OK;
 }
+
+coll_status_t coll_param_size_or_auto(coll_param_id_t id, int *is_auto_p, size_t *value_p)
+{
+    const char *text = coll_param_raw(id);
+    size_t v = 0;
+
+    if (strcasecmp(text, "auto") == 0) {
+        *is_auto_p = 1;
+        return COLL_OK;
+    }
+    if (coll_parse_size(text, &v) != 0)
+        return bad_value(id, "auto or a size (e.g. 0, 64K, 4M)");
+    *is_auto_p = 0;
+    *value_p = v;
+    return COLL_OK;
+}

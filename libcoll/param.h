@@ -314,6 +314,9 @@ coll_status_t coll_param_int(coll_param_id_t id, int64_t *value_p);
 coll_status_t coll_param_bool(coll_param_id_t id, int *value_p);
 coll_status_t coll_param_duration_ns(coll_param_id_t id, uint64_t *value_p);
 coll_status_t coll_param_size(coll_param_id_t id, size_t *value_p);
+/* "auto" (*is_auto_p = 1, *value_p untouched: the caller resolves it) or
+ * a size (*is_auto_p = 0). */
+coll_status_t coll_param_size_or_auto(coll_param_id_t id, int *is_auto_p, size_t *value_p);
 /* An integer that must lie in lo..hi; the error names the variable, the
  * range and `rank` (the caller's, for a message that says who). */
 coll_status_t coll_param_int_range(coll_param_id_t id, int lo, int hi, int rank, int *value_p);

@@ -73,6 +73,21 @@ START_TEST(test_param_errors)
     unsetenv("COLL_TIMEOUT");
     ck_assert_int_eq(coll_param_duration_ns(COLL_PARAM_TIMEOUT, &ns), COLL_OK);
     ck_assert(ns == 300000000000ull);
+
+    /* auto or a size: auto leaves the value to the caller */
+    size_t v = 7;
+    int is_auto = -1;
+    ck_assert_int_eq(coll_param_size_or_auto(COLL_PARAM_STREAM_MIN, &is_auto, &v), COLL_OK);
+    ck_assert(is_auto == 1 && v == 7);
+    setenv("COLL_STREAM_MIN", "4M", 1);
+    ck_assert_int_eq(coll_param_size_or_auto(COLL_PARAM_STREAM_MIN, &is_auto, &v), COLL_OK);
+    ck_assert(is_auto == 0 && v == 4u << 20);
+    setenv("COLL_STREAM_MIN", "half", 1);
+    ck_assert_int_eq(coll_param_size_or_auto(COLL_PARAM_STREAM_MIN, &is_auto, &v),
+                     COLL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(coll_get_last_error(NULL), "COLL_STREAM_MIN='half'"));
+    ck_assert_ptr_nonnull(strstr(coll_get_last_error(NULL), "default auto"));
+    unsetenv("COLL_STREAM_MIN");
 }
 END_TEST
 

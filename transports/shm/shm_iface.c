@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <linux/membarrier.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
@@ -169,20 +168,14 @@ static int cpu_is_intel(void)
 #endif
 }
 
-static size_t cma_threshold_auto(void)
-{
-    return cpu_is_intel() ? SHM_CMA_THRESHOLD_INTEL : SHM_CMA_THRESHOLD_OTHER;
-}
-
 static coll_status_t read_cma_threshold(shm_iface_t *iface)
 {
-    const char *text = coll_param_raw(COLL_PARAM_SHM_CMA_THRESHOLD);
+    int is_auto;
 
-    if (strcasecmp(text, "auto") == 0)
-        iface->cma_threshold = cma_threshold_auto();
-    else if (coll_parse_size(text, &iface->cma_threshold) != 0)
-        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG,
-                          "COLL_SHM_CMA_THRESHOLD='%s' is not auto or a size (e.g. 1M)", text);
+    COLL_CHECK(coll_param_size_or_auto(COLL_PARAM_SHM_CMA_THRESHOLD, &is_auto,
+                                       &iface->cma_threshold));
+    if (is_auto)
+        iface->cma_threshold = cpu_is_intel() ? SHM_CMA_THRESHOLD_INTEL : SHM_CMA_THRESHOLD_OTHER;
     return COLL_OK;
 }
 
@@ -199,16 +192,14 @@ static coll_status_t read_cma_threshold(shm_iface_t *iface)
 
 static coll_status_t read_cma_max(shm_iface_t *iface)
 {
-    const char *text = coll_param_raw(COLL_PARAM_SHM_CMA_MAX);
+    int is_auto;
 
-    if (strcasecmp(text, "auto") == 0) {
+    COLL_CHECK(coll_param_size_or_auto(COLL_PARAM_SHM_CMA_MAX, &is_auto, &iface->cma_max));
+    if (is_auto) {
         iface->cma_max = SHM_CMA_MAX_AUTO;
         iface->cma_max_spread = cpu_is_intel() ? SHM_CMA_MAX_SPREAD_INTEL : SHM_CMA_MAX_AUTO;
         return COLL_OK;
     }
-    if (coll_parse_size(text, &iface->cma_max) != 0)
-        return coll_error(COLL_SUBSYS_NET, COLL_ERR_INVALID_ARG,
-                          "COLL_SHM_CMA_MAX='%s' is not auto, 0 or a size (e.g. 2M)", text);
     if (iface->cma_max == 0)
         iface->cma_max = SIZE_MAX;
     iface->cma_max_spread = iface->cma_max;
