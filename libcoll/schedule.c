@@ -515,16 +515,27 @@ static void vertex_done(coll_sched_t *s, uint32_t id, coll_status_t st)
     }
 }
 
+/* Does the collective reduce anything? Sends of those that do not are
+ * hinted COLL_TP_HINT_PLAIN. */
+static int reduces(coll_coll_t coll)
+{
+    return coll == COLL_REDUCE || coll == COLL_ALLREDUCE || coll == COLL_REDUCE_SCATTER;
+}
+
 static coll_status_t start_message(coll_sched_t *s, uint32_t id)
 {
     coll_vertex_t *v = &s->v[id];
     uint64_t tag = coll_tag_make(COLL_TAG_COLL, s->seq, v->mtag);
+    uint32_t hints = v->hints;
+
+    if (v->type == V_SEND && !reduces(s->args.coll))
+        hints |= COLL_TP_HINT_PLAIN;
 
     s->inflight++;
     coll_status_t st = coll_p2p_post_vertex(s->comm, v->type == V_SEND ? COLL_REQ_SEND
                                                                        : COLL_REQ_RECV,
                                             v->dst, v->len, v->peer, tag, s, id,
-                                            v->fold ? v->a : NULL, v->hints, &v->req);
+                                            v->fold ? v->a : NULL, hints, &v->req);
     if (st != COLL_OK)
         s->inflight--;
     return st;

@@ -103,9 +103,12 @@ static void shm_only_logged(int rank)
     setenv("COLL_TRANSPORTS", "shm", 1);
     /* the same paths on every CPU: auto reads plain messages from 1M on
      * Intel ones (the link probe's at init among them), from 4M on others,
-     * and up to 16M on Intel ones where each rank has a CPU */
+     * up to 16M on Intel ones where each rank has a CPU, and where ranks
+     * share CPUs the sends of collectives that reduce nothing from 64K on
+     * Intel ones */
     setenv("COLL_SHM_CMA_THRESHOLD", "4M", 1);
     setenv("COLL_SHM_CMA_MAX", "2M", 1);
+    setenv("COLL_SHM_CMA_CROWDED", "0", 1);
 }
 
 static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -219,26 +222,31 @@ START_TEST(test_p2p_paths)
 }
 END_TEST
 
-/* ---- COLL_SHM_CMA_THRESHOLD and COLL_SHM_CMA_MAX: auto, a size, neither ---------- */
+/* ---- COLL_SHM_CMA_THRESHOLD, _MAX and _CROWDED: auto, a size, neither ---------- */
 
 /* auto: a threshold of 1M on Intel CPUs and 4M on others, a limit of 2M
- * and on Intel CPUs 16M where each rank has a CPU (shm_iface.c); sizes as
- * given; a value that is neither fails init on every rank, naming the
- * variable and the value, within seconds. */
-enum { THRESH_AUTO, THRESH_SIZE, THRESH_BAD, THRESH_BAD_MAX, NTHRESH };
-static const char *thresh_values[] = {"auto", "256K", "half", "auto"};
-static const char *max_values[] = {"auto", "8M", "auto", "wide"};
+ * and on Intel CPUs 16M where each rank has a CPU, plain sends read from
+ * 64K on Intel CPUs where ranks share CPUs (shm_iface.c); sizes as given;
+ * a value that is neither fails init on every rank, naming the variable
+ * and the value, within seconds. */
+enum { THRESH_AUTO, THRESH_SIZE, THRESH_BAD, THRESH_BAD_MAX, THRESH_BAD_CROWDED, NTHRESH };
+static const char *thresh_values[] = {"auto", "256K", "half", "auto", "auto"};
+static const char *max_values[] = {"auto", "8M", "auto", "wide", "auto"};
+static const char *crowd_values[] = {"auto", "48K", "auto", "auto", "many"};
+static const char *thresh_bad[] = {[THRESH_BAD] = "COLL_SHM_CMA_THRESHOLD='half'",
+                                   [THRESH_BAD_MAX] = "COLL_SHM_CMA_MAX='wide'",
+                                   [THRESH_BAD_CROWDED] = "COLL_SHM_CMA_CROWDED='many'"};
 
 static int rank_threshold(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     int c = *(int *)arg;
-    const char *bad =
-        c == THRESH_BAD ? "COLL_SHM_CMA_THRESHOLD='half'" : "COLL_SHM_CMA_MAX='wide'";
+    const char *bad = thresh_bad[c];
     coll_comm_t comm;
 
     shm_only_logged(rank);
     setenv("COLL_SHM_CMA_THRESHOLD", thresh_values[c], 1);
     setenv("COLL_SHM_CMA_MAX", max_values[c], 1);
+    setenv("COLL_SHM_CMA_CROWDED", crowd_values[c], 1);
     double t0 = harness_now();
     coll_status_t st = coll_comm_init_rank(&comm, nranks, *id, rank);
     if (c >= THRESH_BAD) {
@@ -255,7 +263,7 @@ static int rank_threshold(int rank, int nranks, const coll_unique_id_t *id, void
 START_TEST(test_cma_threshold)
 {
     int c = _i, intel = 0;
-    char cmd[512], out[64], want[160];
+    char cmd[512], out[64], want[256];
 
 #if defined(__x86_64__)
     __builtin_cpu_init();
@@ -263,16 +271,18 @@ START_TEST(test_cma_threshold)
 #endif
     if (c == THRESH_SIZE)
         snprintf(want, sizeof(want), "from 262144 bytes and for sends that ask for one copy up "
-                 "to 8388608 bytes");
+                 "to 8388608 bytes, .*; where ranks share CPUs, collectives that reduce "
+                 "nothing from 49152 bytes");
     else if (intel)
         snprintf(want, sizeof(want), "from 1048576 bytes and for sends that ask for one copy "
-                 "up to 2097152 bytes (16777216 where each rank has a CPU)");
+                 "up to 2097152 bytes (16777216 where each rank has a CPU), .*; where ranks "
+                 "share CPUs, collectives that reduce nothing from 65536 bytes");
     else
         snprintf(want, sizeof(want), "for sends that ask for one copy up to 2097152 bytes");
     harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
     ck_assert_msg(harness_run(2, rank_threshold, &c, 60) == 0,
-                  "COLL_SHM_CMA_THRESHOLD=%s COLL_SHM_CMA_MAX=%s", thresh_values[c],
-                  max_values[c]);
+                  "COLL_SHM_CMA_THRESHOLD=%s COLL_SHM_CMA_MAX=%s COLL_SHM_CMA_CROWDED=%s",
+                  thresh_values[c], max_values[c], crowd_values[c]);
     if (c < THRESH_BAD) {
         snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c 'cross-memory attach %s'",
                  log_dir, want);
@@ -609,6 +619,91 @@ START_TEST(test_busy_reads)
         ck_assert_msg(nread == 2 && nring == 0, "rank %d: %lu blocks of 4 MiB read, %lu "
                       "through the ring by choice; expected 2 and 0 (logs in %s)", r, nread,
                       nring, log_dir);
+    }
+    harness_tmpdir_remove(log_dir);
+}
+END_TEST
+
+/* ---- plain sends where ranks share CPUs (COLL_SHM_CMA_CROWDED) ------------------- */
+
+/* The nth CPU this process may use (0: the first); -1 where there is none. */
+static int nth_own_cpu(int nth)
+{
+    cpu_set_t all;
+
+    if (sched_getaffinity(0, sizeof(all), &all) != 0)
+        return -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all) && nth-- == 0)
+            return c;
+    return -1;
+}
+
+#define CROWD_BLOCK (96 << 10) /* an all-gather's block: below the eager limit */
+#define CROWD_BCAST (4 << 20)  /* a broadcast: above COLL_SHM_CMA_MAX, from a root that waits */
+
+/* 4 ranks on one CPU, COLL_SHM_CMA_ADAPT=0, COLL_SHM_CMA_CROWDED=arg: two
+ * linear all-gathers of 96 KiB blocks and a binomial broadcast of 4 MiB,
+ * the results checked. */
+static int rank_crowd_reads(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    uint8_t *mine = malloc(CROWD_BLOCK), *all = malloc((size_t)nranks * CROWD_BLOCK);
+    uint8_t *big = malloc(CROWD_BCAST);
+    int cpu = nth_own_cpu(0);
+
+    RANK_CHECK(mine && all && big, "out of memory");
+    RANK_CHECK(harness_bind_cpu(cpu) == 0, "bind to CPU %d", cpu);
+    shm_only_logged(rank);
+    setenv("COLL_ALGO", "allgather:linear,bcast:binomial", 1);
+    setenv("COLL_SHM_CMA_ADAPT", "0", 1);
+    setenv("COLL_SHM_CMA_CROWDED", (const char *)arg, 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK(comm->crowd > 1, "%g ranks per CPU, expected more than 1", comm->crowd);
+    for (int k = 0; k < 2; k++) {
+        harness_fill(mine, CROWD_BLOCK, rank, k);
+        RANK_OK(coll_allgather(mine, all, CROWD_BLOCK, COLL_UINT8, comm));
+        for (int r = 0; r < nranks; r++)
+            harness_verify(all + (size_t)r * CROWD_BLOCK, CROWD_BLOCK, r, k);
+    }
+    if (rank == 0)
+        harness_fill(big, CROWD_BCAST, 0, 7);
+    RANK_OK(coll_broadcast(big, big, CROWD_BCAST, COLL_UINT8, 0, comm));
+    harness_verify(big, CROWD_BCAST, 0, 7);
+    free(mine);
+    free(all);
+    free(big);
+    RANK_OK(coll_comm_destroy(comm));
+    return 0;
+}
+
+/* Messages each rank read from its peers' memory, summed over the
+ * "were read" lines of its log (none: 0). */
+static unsigned long reads_logged(int rank)
+{
+    char cmd[512], out[64];
+
+    snprintf(cmd, sizeof(cmd), "grep -o '[0-9]* were read and 0 came' %s/rank%d.log | "
+             "awk '{n += $1} END {print n + 0}'", log_dir, rank);
+    harness_sh(cmd, out, sizeof(out));
+    return strtoul(out, NULL, 10);
+}
+
+/* Case 0, COLL_SHM_CMA_CROWDED=64K: every block of the all-gathers (eager
+ * where ranks have CPUs of their own) and the broadcast's 4 MiB (through
+ * the ring from a root that waits) is read: 3 blocks twice on each rank,
+ * and one broadcast message on each rank but the root. Case 1, 0 (off):
+ * none is. */
+START_TEST(test_crowd_reads)
+{
+    const char *crowded = _i == 0 ? "64K" : "0";
+
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_msg(harness_run(4, rank_crowd_reads, (void *)crowded, 120) == 0,
+                  "all-gathers and a broadcast, 4 ranks on one CPU");
+    for (int r = 0; r < 4; r++) {
+        unsigned long want = _i == 0 ? 6ul + (r != 0) : 0, n = reads_logged(r);
+        ck_assert_msg(n == want, "rank %d: %lu messages read with COLL_SHM_CMA_CROWDED=%s, "
+                      "expected %lu (logs in %s)", r, n, crowded, want, log_dir);
     }
     harness_tmpdir_remove(log_dir);
 }
@@ -1640,13 +1735,8 @@ END_TEST
 static int rank_oversubscribed(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     int crowded = *(const int *)arg;
-    cpu_set_t all;
-    int cpu = -1, nth = crowded ? 0 : rank;
+    int cpu = nth_own_cpu(crowded ? 0 : rank);
 
-    RANK_CHECK(sched_getaffinity(0, sizeof(all), &all) == 0, "sched_getaffinity");
-    for (int c = 0; c < CPU_SETSIZE && nth >= 0; c++)
-        if (CPU_ISSET(c, &all) && nth-- == 0)
-            cpu = c;
     RANK_CHECK(harness_bind_cpu(cpu) == 0, "bind to CPU %d", cpu);
     coll_comm_t comm = harness_init(rank, nranks, id);
     RANK_CHECK((comm->crowd > 1) == crowded, "%g ranks per CPU, expected %s", comm->crowd,
@@ -2028,6 +2118,7 @@ static Suite *shm_suite(void)
     tcase_add_loop_test(tc, test_exchange_one_copy, 0, NEXCH);
     tcase_add_loop_test(tc, test_read_or_ring, 0, NWAYS_CASES);
     tcase_add_test(tc, test_busy_reads);
+    tcase_add_loop_test(tc, test_crowd_reads, 0, 2); /* 64K, off */
     tcase_add_loop_test(tc, test_huge_blocks, 0, NHUGE);
     tcase_add_loop_test(tc, test_shared_copy, 0, NSHARE);
     tcase_add_loop_test(tc, test_parked, 0, NPARK);

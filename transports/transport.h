@@ -72,6 +72,12 @@ enum coll_mem_kind {
  * read each line of the destination first nor push out of the cache what
  * the call still reads. */
 #define COLL_TP_HINT_STREAM 4u
+/* Send: its receiver copies it and reduces nothing (every send of a
+ * collective that does not reduce; the schedule sets it). Where ranks
+ * share CPUs a single copy is their cheapest delivery, which shm offers
+ * such sends from a lower size and at any size
+ * (COLL_SHM_CMA_CROWDED). */
+#define COLL_TP_HINT_PLAIN 8u
 
 /* Wire ids of transports, used to label address blobs in the bootstrap. */
 enum coll_tp_id {

@@ -153,7 +153,7 @@ static shm_ep_t *ep_alloc(shm_iface_t *iface, const coll_peer_info_t *peer, int 
  * the connection's INFO line. */
 static void describe_cma(const shm_iface_t *iface, char *buf, size_t len)
 {
-    char upto[160] = "", spread[64] = "";
+    char upto[160] = "", spread[64] = "", crowd[96] = "";
 
     if (!iface->cma) {
         snprintf(buf, len, "every message through the ring");
@@ -165,17 +165,21 @@ static void describe_cma(const shm_iface_t *iface, char *buf, size_t len)
     if (iface->cma_max != SIZE_MAX)
         snprintf(upto, sizeof(upto), " up to %zu bytes%s%s", iface->cma_max, spread,
                  iface->pagemap_fd >= 0 ? ", beyond that from huge pages into huge pages" : "");
+    if (iface->cma_crowded) /* the crowding is known only later (comm.c) */
+        snprintf(crowd, sizeof(crowd),
+                 "; where ranks share CPUs, collectives that reduce nothing from %zu bytes",
+                 iface->cma_crowded);
     if (iface->cma_threshold <= iface->cma_max)
         snprintf(buf, len, "cross-memory attach from %zu bytes and for sends that ask for "
-                 "one copy%s", iface->cma_threshold, upto);
+                 "one copy%s%s", iface->cma_threshold, upto, crowd);
     else
-        snprintf(buf, len, "cross-memory attach for sends that ask for one copy%s", upto);
+        snprintf(buf, len, "cross-memory attach for sends that ask for one copy%s%s", upto, crowd);
 }
 
 static void become_ready(shm_ep_t *ep)
 {
     const shm_iface_t *iface = ep->iface;
-    char cma[256];
+    char cma[320];
 
     ep->state = SHM_EP_READY;
     __atomic_store_n(&ep->armed, 1, __ATOMIC_RELEASE);

@@ -206,6 +206,20 @@ static coll_status_t read_cma_max(shm_iface_t *iface)
     return COLL_OK;
 }
 
+/* COLL_SHM_CMA_CROWDED's auto: on Intel CPUs 64K, elsewhere 0 (off;
+ * shm_msg.c, crowd_read). */
+#define SHM_CMA_CROWDED_INTEL ((size_t)64 << 10)
+
+static coll_status_t read_cma_crowded(shm_iface_t *iface)
+{
+    int is_auto;
+
+    COLL_CHECK(coll_param_size_or_auto(COLL_PARAM_SHM_CMA_CROWDED, &is_auto, &iface->cma_crowded));
+    if (is_auto)
+        iface->cma_crowded = cpu_is_intel() ? SHM_CMA_CROWDED_INTEL : 0;
+    return COLL_OK;
+}
+
 static coll_status_t read_params(shm_iface_t *iface)
 {
     size_t ring;
@@ -214,6 +228,7 @@ static coll_status_t read_params(shm_iface_t *iface)
     COLL_CHECK(coll_param_size(COLL_PARAM_SHM_RING_SIZE, &ring));
     COLL_CHECK(read_cma_threshold(iface));
     COLL_CHECK(read_cma_max(iface));
+    COLL_CHECK(read_cma_crowded(iface));
     COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_CMA, &cma));
     COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_CMA_ADAPT, &iface->cma_adapt));
     COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_CMA_SHARE, &iface->share));

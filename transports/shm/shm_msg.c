@@ -142,12 +142,31 @@ static int offers_share(const shm_ep_t *ep, const coll_tp_req_t *req)
            (req->hints & COLL_TP_HINT_WAITS) && req->len > iface->cma_max;
 }
 
+/* Is req a send its receiver should read, being one that it only copies
+ * (COLL_TP_HINT_PLAIN) on a host with more ranks than CPUs, from
+ * COLL_SHM_CMA_CROWDED? There the ring's second copy takes a CPU from a
+ * rank that waits for one. 4 ranks on 2 CPUs of the VM of 2026-12-07,
+ * medians of 3 alternating rounds, us out / in place: all-gather 1 MiB
+ * 398 / 263 -> 286 / 228, 16 MiB 6969 / 4697 -> 4833 / 3880; broadcast
+ * 16 MiB 9034 / 6058 -> 4798 / 5449; all-to-all 1 MiB 517 / 638 -> 287 /
+ * 403. Not the all-reduce's all-gather phase: with its blocks read the
+ * 4-rank all-reduce of 16 MiB in place took 10.5 -> 13.5 ms. */
+static int crowd_read(const shm_ep_t *ep, const coll_tp_req_t *req)
+{
+    const shm_iface_t *iface = ep->iface;
+
+    return iface->cma && iface->super.crowded && iface->cma_crowded &&
+           (req->hints & COLL_TP_HINT_PLAIN) && req->len >= iface->cma_crowded;
+}
+
 /* The address in an RTS that a receiver may read with process_vm_readv,
  * with its SHM_RTS_HUGE, SHM_RTS_SHARE and SHM_RTS_BUSY; 0: it asks for
  * the data through the ring (CTS). */
 static uint64_t rts_addr(const shm_ep_t *ep, const coll_tp_req_t *req)
 {
-    int one_copy = req->len >= ep->iface->cma_threshold || (req->hints & COLL_TP_HINT_ONE_COPY);
+    int crowd = crowd_read(ep, req);
+    int one_copy =
+        req->len >= ep->iface->cma_threshold || (req->hints & COLL_TP_HINT_ONE_COPY) || crowd;
     int share = offers_share(ep, req);
     uint64_t addr = ep->iface->cma && (one_copy || share) ? (uint64_t)(uintptr_t)req->buf : 0;
 
@@ -156,7 +175,7 @@ static uint64_t rts_addr(const shm_ep_t *ep, const coll_tp_req_t *req)
     int huge = shm_pages_huge(ep->iface->pagemap_fd, req->buf, req->len);
     if (huge)
         addr |= share ? SHM_RTS_HUGE | SHM_RTS_SHARE : SHM_RTS_HUGE;
-    if (req->hints & COLL_TP_HINT_ONE_COPY)
+    if ((req->hints & COLL_TP_HINT_ONE_COPY) || crowd)
         addr |= SHM_RTS_BUSY;
     else if (!huge && (req->hints & COLL_TP_HINT_WAITS))
         addr = 0; /* a sender that only waits lends the ring's copies its CPU */
@@ -325,7 +344,7 @@ coll_status_t shm_ep_isend(coll_tp_ep_t *tep, coll_tp_req_t *req)
     coll_zero(priv, sizeof(*priv));
     coll_list_init(&priv->tx.link);
     priv->tx.req = req;
-    if (req->len <= ep->iface->eager_limit) {
+    if (req->len <= ep->iface->eager_limit && !crowd_read(ep, req)) {
         priv->tx.rec = (shm_rec_t){.type = SHM_EAGER, .len = (uint32_t)req->len, .tag = req->tag};
     } else {
         priv->id = ep->next_send_id++;
