@@ -22,7 +22,8 @@
  * alternating rounds of 20 calls: 1 MiB 172 / 164 -> 166 / 155, 2 MiB
  * 324 / 292 -> 310 / 279, 4 MiB 871 / 581 -> 569 / 501, 8 MiB 1775 /
  * 1032 -> 1137 / 965; 4 rounds of 100 calls the same way; 256 KiB and
- * 16 MiB level.
+ * 16 MiB level. On Intel CPUs shared memory reads them there anyway
+ * (COLL_SHM_CMA_CROWDED).
  *
  * Cost: (p-1) alpha + n (p-1)/p beta, n = p * count * esize, plus one
  * wait (coll_pull_waits). Any p. In place (sendbuf == recvbuf + r *

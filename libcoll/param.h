@@ -182,10 +182,10 @@ typedef enum coll_param_type {
       "Shared-memory transport, where a host has more ranks than CPUs: the sends of "   \
       "collectives that reduce nothing (broadcast, all-gather, all-to-all, gather, "     \
       "scatter) from this size are offered to their receivers to read in one copy, "    \
-      "at any size (not only up to COLL_SHM_CMA_MAX); a second copy there costs a "     \
-      "CPU that another rank is waiting for. auto: 64K on Intel CPUs (on the VM of "     \
-      "2026-12-07, 4 ranks on 2 CPUs: all-gather, broadcast and all-to-all of 1 and "    \
-      "16 MiB 2-45% faster); elsewhere off, as on an AMD EPYC, where the ring was "     \
+      "at any size (not only up to COLL_SHM_CMA_MAX), and read without being weighed "  \
+      "against the ring (COLL_SHM_CMA_ADAPT): there the ring's second copy costs a CPU " \
+      "that another rank waits for. auto: 64K on Intel CPUs (measured on an Intel VM, " \
+      "docs/performance.md); elsewhere 0, as on an AMD EPYC, where the ring was "       \
       "faster there; 0: off, as where each rank has a CPU; or a size")                 \
     X(SHM_MAP, COLL_PARAM_BOOL, "1",                                                     \
       "Shared-memory transport: a large message whose buffer lies in memory from "       \

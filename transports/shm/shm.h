@@ -133,8 +133,19 @@ enum { SHM_WAY_READ, SHM_WAY_RING, SHM_NWAYS };
  * 16 MiB all-gather took it from 1923 to 1419 us out of place and from
  * 1335 to 832 in place (Open MPI: 1439 and 870). */
 #define SHM_RTS_BUSY (1ull << 59)
-#define SHM_RTS_FLAGS \
-    (SHM_RTS_HUGE | SHM_RTS_SHARE | SHM_RTS_MAPPED | SHM_RTS_NOREAD | SHM_RTS_BUSY)
+/* Set in an RTS's address: a send its receiver only copies, on a host with
+ * more ranks than CPUs (shm_msg.c, crowd_read). The receiver reads it at
+ * any size and does not weigh the ring (choose_way): there the ring needs
+ * both ranks on a CPU at once, chunk after chunk, where the read needs the
+ * receiver alone. 4 ranks on the 2 CPUs of the VM of 2026-12-07, medians
+ * of 3 alternating rounds, us out / in place: all-to-all of 16 MiB 5940 /
+ * 6697 -> 4106 / 5866, broadcast of 16 MiB 5944 / 4361 -> 4231 / 4399,
+ * with COLL_SHM_CMA_ADAPT=0 against its default. 57-bit user addresses
+ * (5-level paging) leave bit 58 clear. */
+#define SHM_RTS_CROWD (1ull << 58)
+#define SHM_RTS_FLAGS                                                                     \
+    (SHM_RTS_HUGE | SHM_RTS_SHARE | SHM_RTS_MAPPED | SHM_RTS_NOREAD | SHM_RTS_BUSY |      \
+     SHM_RTS_CROWD)
 /* A region from coll_mem_alloc as an RTS names it, after the address
  * (little endian on the wire, like the rest of the record). */
 typedef struct shm_rts_map {
@@ -421,6 +432,7 @@ typedef struct shm_ep {
     uint64_t map_clock;
     int map_refused;
     uint64_t map_reads;
+    uint64_t crowd_reads;     /* messages read for SHM_RTS_CROWD (logged at the end) */
 } shm_ep_t;
 
 struct shm_iface {

@@ -360,6 +360,10 @@ coll_status_t shm_ep_destroy(coll_tp_ep_t *tep)
 
     log_ways(ep);
     log_shares(ep);
+    if (ep->crowd_reads)
+        COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: %llu messages from %s were read where ranks "
+                  "share CPUs (COLL_SHM_CMA_CROWDED)", ep->iface->super.params.rank,
+                  (unsigned long long)ep->crowd_reads, ep->super.desc);
     shm_map_release(ep);
     if (ep->state != SHM_EP_CLOSED)
         shm_ep_close(tep, COLL_ERR_ABORTED, NULL);

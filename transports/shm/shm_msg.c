@@ -160,7 +160,7 @@ static int crowd_read(const shm_ep_t *ep, const coll_tp_req_t *req)
 }
 
 /* The address in an RTS that a receiver may read with process_vm_readv,
- * with its SHM_RTS_HUGE, SHM_RTS_SHARE and SHM_RTS_BUSY; 0: it asks for
+ * with its SHM_RTS_HUGE, SHM_RTS_SHARE, SHM_RTS_BUSY or SHM_RTS_CROWD; 0: it asks for
  * the data through the ring (CTS). */
 static uint64_t rts_addr(const shm_ep_t *ep, const coll_tp_req_t *req)
 {
@@ -170,12 +170,14 @@ static uint64_t rts_addr(const shm_ep_t *ep, const coll_tp_req_t *req)
     int share = offers_share(ep, req);
     uint64_t addr = ep->iface->cma && (one_copy || share) ? (uint64_t)(uintptr_t)req->buf : 0;
 
+    if (addr && crowd)
+        return addr | SHM_RTS_CROWD;
     if (!addr || req->len <= ep->iface->cma_max)
         return addr;
     int huge = shm_pages_huge(ep->iface->pagemap_fd, req->buf, req->len);
     if (huge)
         addr |= share ? SHM_RTS_HUGE | SHM_RTS_SHARE : SHM_RTS_HUGE;
-    if ((req->hints & COLL_TP_HINT_ONE_COPY) || crowd)
+    if (req->hints & COLL_TP_HINT_ONE_COPY)
         addr |= SHM_RTS_BUSY;
     else if (!huge && (req->hints & COLL_TP_HINT_WAITS))
         addr = 0; /* a sender that only waits lends the ring's copies its CPU */
@@ -225,7 +227,7 @@ static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
          * copy is then timed as one that could have been read, which
          * matters little where both sides' buffers are alike */
         shm_priv(req)->weighed =
-            !mapped && readable(ep, addr, req->len, 1, 0) && !(addr & SHM_RTS_SHARE);
+            !mapped && readable(ep, addr, req->len, 1, 0) && !(addr & (SHM_RTS_SHARE | SHM_RTS_CROWD));
         if (mapped) {
             addr = (addr ? addr : (uint64_t)(uintptr_t)req->buf | SHM_RTS_NOREAD) | SHM_RTS_MAPPED;
             memcpy(slot + SHM_REC_HDR + SHM_RTS_PLAIN, &map, sizeof(map));
@@ -699,11 +701,14 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
      * in cache. */
     int dst_huge = (addr & SHM_RTS_HUGE) && ep->iface->cma &&
                    shm_pages_huge(ep->iface->pagemap_fd, req->buf, msg_len);
+    int crowd = (addr & SHM_RTS_CROWD) && ep->iface->cma && !req->fold;
     shm_priv(req)->share = (addr & SHM_RTS_SHARE) && ep->iface->share && !req->fold && dst_huge;
-    shm_priv(req)->weighed =
-        !shm_priv(req)->share && readable(ep, addr, msg_len, dst_huge, req->fold != NULL);
+    shm_priv(req)->weighed = !crowd && !shm_priv(req)->share &&
+                             readable(ep, addr, msg_len, dst_huge, req->fold != NULL);
     shm_priv(req)->chosen = copy_start(ep, req);
-    if (shm_priv(req)->share || (shm_priv(req)->weighed && choose_way(ep) == SHM_WAY_READ)) {
+    ep->crowd_reads += (uint64_t)crowd;
+    if (crowd || shm_priv(req)->share ||
+        (shm_priv(req)->weighed && choose_way(ep) == SHM_WAY_READ)) {
         read_later(ep, req, send_id, addr & ~SHM_RTS_FLAGS);
         return;
     }
