@@ -642,12 +642,17 @@ static int nth_own_cpu(int nth)
 #define CROWD_BLOCK (96 << 10) /* an all-gather's block: below the eager limit */
 #define CROWD_BCAST (4 << 20)  /* a broadcast: above COLL_SHM_CMA_MAX, from a root that waits */
 
-/* 4 ranks on one CPU, COLL_SHM_CMA_CROWDED=arg: two linear all-gathers of
- * 96 KiB blocks and a binomial broadcast of 4 MiB, the results checked.
+/* test_crowd_reads' cases: COLL_SHM_CMA_CROWDED=64K, 0 (off), and 64K
+ * with process_vm_readv refused after init. */
+enum { CROWD_ON, CROWD_OFF, CROWD_REFUSED, NCROWD };
+
+/* 4 ranks on one CPU, case *arg: two linear all-gathers of 96 KiB blocks
+ * and a binomial broadcast of 4 MiB, the results checked.
  * COLL_SHM_CMA_ADAPT keeps its default: such reads are not weighed
  * against the ring (SHM_RTS_CROWD). */
 static int rank_crowd_reads(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
+    int c = *(const int *)arg;
     uint8_t *mine = malloc(CROWD_BLOCK), *all = malloc((size_t)nranks * CROWD_BLOCK);
     uint8_t *big = malloc(CROWD_BCAST);
     int cpu = nth_own_cpu(0);
@@ -656,9 +661,11 @@ static int rank_crowd_reads(int rank, int nranks, const coll_unique_id_t *id, vo
     RANK_CHECK(harness_bind_cpu(cpu) == 0, "bind to CPU %d", cpu);
     shm_only_logged(rank);
     setenv("COLL_ALGO", "allgather:linear,bcast:binomial", 1);
-    setenv("COLL_SHM_CMA_CROWDED", (const char *)arg, 1);
+    setenv("COLL_SHM_CMA_CROWDED", c == CROWD_OFF ? "0" : "64K", 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
     RANK_CHECK(comm->crowd > 1, "%g ranks per CPU, expected more than 1", comm->crowd);
+    if (c == CROWD_REFUSED)
+        refuse_cma();
     for (int k = 0; k < 2; k++) {
         harness_fill(mine, CROWD_BLOCK, rank, k);
         RANK_OK(coll_allgather(mine, all, CROWD_BLOCK, COLL_UINT8, comm));
@@ -688,23 +695,33 @@ static unsigned long reads_logged(int rank)
     return strtoul(out, NULL, 10);
 }
 
-/* Case 0, COLL_SHM_CMA_CROWDED=64K: every block of the all-gathers (eager
- * where ranks have CPUs of their own) and the broadcast's 4 MiB (through
- * the ring from a root that waits) is read: 3 blocks twice on each rank,
- * and one broadcast message on each rank but the root. Case 1, 0 (off):
- * none is. */
+/* CROWD_ON: every block of the all-gathers (eager where ranks have CPUs
+ * of their own) and the broadcast's 4 MiB (through the ring from a root
+ * that waits) is read: 3 blocks twice on each rank, and one broadcast
+ * message on each rank but the root. CROWD_OFF: none is. CROWD_REFUSED:
+ * none is, the data still arrive (through the ring), and each rank that
+ * tried says once that it may not read. */
 START_TEST(test_crowd_reads)
 {
-    const char *crowded = _i == 0 ? "64K" : "0";
+    static const char *what[] = {"64K", "0", "64K, process_vm_readv refused"};
+    char cmd[512], out[64];
+    int c = _i;
 
     harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
-    ck_assert_msg(harness_run(4, rank_crowd_reads, (void *)crowded, 120) == 0,
-                  "all-gathers and a broadcast, 4 ranks on one CPU");
+    ck_assert_msg(harness_run(4, rank_crowd_reads, &c, 120) == 0,
+                  "all-gathers and a broadcast, 4 ranks on one CPU, COLL_SHM_CMA_CROWDED=%s",
+                  what[c]);
     for (int r = 0; r < 4; r++) {
-        unsigned long want = _i == 0 ? 6ul + (r != 0) : 0, n = reads_logged(r);
+        unsigned long want = c == CROWD_ON ? 6ul + (r != 0) : 0, n = reads_logged(r);
         ck_assert_msg(n == want, "rank %d: %lu messages read with COLL_SHM_CMA_CROWDED=%s, "
-                      "expected %lu (logs in %s)", r, n, crowded, want, log_dir);
+                      "expected %lu (logs in %s)", r, n, what[c], want, log_dir);
     }
+    snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c 'is not permitted'", log_dir);
+    harness_sh(cmd, out, sizeof(out));
+    int lines = atoi(out);
+    ck_assert_msg(c == CROWD_REFUSED ? lines >= 1 && lines <= 4 : lines == 0,
+                  "COLL_SHM_CMA_CROWDED=%s: %d lines saying process_vm_readv was refused",
+                  what[c], lines);
     harness_tmpdir_remove(log_dir);
 }
 END_TEST
@@ -2118,7 +2135,7 @@ static Suite *shm_suite(void)
     tcase_add_loop_test(tc, test_exchange_one_copy, 0, NEXCH);
     tcase_add_loop_test(tc, test_read_or_ring, 0, NWAYS_CASES);
     tcase_add_test(tc, test_busy_reads);
-    tcase_add_loop_test(tc, test_crowd_reads, 0, 2); /* 64K, off */
+    tcase_add_loop_test(tc, test_crowd_reads, 0, NCROWD);
     tcase_add_loop_test(tc, test_huge_blocks, 0, NHUGE);
     tcase_add_loop_test(tc, test_shared_copy, 0, NSHARE);
     tcase_add_loop_test(tc, test_parked, 0, NPARK);

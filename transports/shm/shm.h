@@ -328,6 +328,7 @@ typedef struct shm_req_priv {
     int weighed;          /* it could have been read: its copies are timed (choose_way) */
     uint64_t chosen;      /* read: when choose_way chose (0: not timed) */
     int mapped;           /* read: out of our mapping of the sender's region (shm_map.c) */
+    int crowd;            /* read: for SHM_RTS_CROWD, not weighed */
 } shm_req_priv_t;
 
 _Static_assert(sizeof(shm_req_priv_t) <= COLL_TP_REQ_SCRATCH, "shm request state too large");

@@ -613,6 +613,7 @@ static void read_now(shm_ep_t *ep, coll_tp_req_t *req)
     if (!err) {
         copy_timed(ep, SHM_COPY_READ, t0, req->len);
         way_timed(ep, SHM_WAY_READ, t0 ? priv->chosen : 0, req->len);
+        ep->crowd_reads += (uint64_t)priv->crowd;
     }
     __atomic_store_n(reading, 0, __ATOMIC_RELAXED);
     if (err >= 0) /* -1: the sender's pieces are still coming (shm_share_poll) */
@@ -686,7 +687,7 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
             coll_match_size_mismatch(req, msg_len);
         return;
     }
-    shm_priv(req)->mapped = 0;
+    shm_priv(req)->mapped = shm_priv(req)->crowd = 0;
     if (addr & SHM_RTS_MAPPED) {
         if (shm_map_find(ep, addr & ~SHM_RTS_FLAGS, msg_len)) {
             shm_priv(req)->mapped = 1;
@@ -702,11 +703,11 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
     int dst_huge = (addr & SHM_RTS_HUGE) && ep->iface->cma &&
                    shm_pages_huge(ep->iface->pagemap_fd, req->buf, msg_len);
     int crowd = (addr & SHM_RTS_CROWD) && ep->iface->cma && !req->fold;
+    shm_priv(req)->crowd = crowd;
     shm_priv(req)->share = (addr & SHM_RTS_SHARE) && ep->iface->share && !req->fold && dst_huge;
     shm_priv(req)->weighed = !crowd && !shm_priv(req)->share &&
                              readable(ep, addr, msg_len, dst_huge, req->fold != NULL);
     shm_priv(req)->chosen = copy_start(ep, req);
-    ep->crowd_reads += (uint64_t)crowd;
     if (crowd || shm_priv(req)->share ||
         (shm_priv(req)->weighed && choose_way(ep) == SHM_WAY_READ)) {
         read_later(ep, req, send_id, addr & ~SHM_RTS_FLAGS);
