@@ -160,8 +160,8 @@ static int crowd_read(const shm_ep_t *ep, const coll_tp_req_t *req)
 }
 
 /* The address in an RTS that a receiver may read with process_vm_readv,
- * with its SHM_RTS_HUGE, SHM_RTS_SHARE, SHM_RTS_BUSY or SHM_RTS_CROWD; 0: it asks for
- * the data through the ring (CTS). */
+ * with its SHM_RTS_HUGE, SHM_RTS_SHARE, SHM_RTS_BUSY or SHM_RTS_CROWD; 0:
+ * it asks for the data through the ring (CTS). */
 static uint64_t rts_addr(const shm_ep_t *ep, const coll_tp_req_t *req)
 {
     int crowd = crowd_read(ep, req);
@@ -226,8 +226,8 @@ static int tx_push(shm_ep_t *ep, shm_tx_t *tx)
         /* a receiver whose buffer is in 4 KiB pages takes the ring: this
          * copy is then timed as one that could have been read, which
          * matters little where both sides' buffers are alike */
-        shm_priv(req)->weighed =
-            !mapped && readable(ep, addr, req->len, 1, 0) && !(addr & (SHM_RTS_SHARE | SHM_RTS_CROWD));
+        shm_priv(req)->weighed = !mapped && readable(ep, addr, req->len, 1, 0) &&
+                                 !(addr & (SHM_RTS_SHARE | SHM_RTS_CROWD));
         if (mapped) {
             addr = (addr ? addr : (uint64_t)(uintptr_t)req->buf | SHM_RTS_NOREAD) | SHM_RTS_MAPPED;
             memcpy(slot + SHM_REC_HDR + SHM_RTS_PLAIN, &map, sizeof(map));
