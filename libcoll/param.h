@@ -159,8 +159,8 @@ typedef enum coll_param_type {
       "CPU time per byte in copies); the ring is first tried after 128 reads (where "  \
       "ranks share CPUs, for the second message), then the way not taken for 4 "       \
       "messages after 32, after twice as many each time it lost again, up to 1024; "  \
-      "where messages go both ways the higher rank takes the lower rank's way; 0: "   \
-      "always read")                                                                   \
+      "where messages go both ways the higher rank takes the lower rank's way; those " \
+      "COLL_SHM_CMA_CROWDED offers are read unweighed; 0: always read")               \
     X(SHM_CMA_SHARE, COLL_PARAM_BOOL, "1",                                              \
       "Shared-memory transport: a sender that waits for a message and nothing else (a "  \
       "broadcast's root or forwarding rank, a scatter's root, a gather's senders, a "  \
