@@ -7,8 +7,23 @@
  *
  * Cost: (p-1) alpha + n (p-1)/p beta + n (p-1)/p gamma
  *       (+ (chunks - 1) alpha, hidden when the link is busy); n = p * count
- *       elements. Any p, any op. Scratch: 4 count elements (per chunk, two
- *       receive buffers and two partial sums).
+ *       elements. Where receivers may read senders' memory the chunks are
+ *       small messages through the pair's buffers, which the sender copies
+ *       in while the receiver folds the chunk before, so only the last
+ *       chunk's fold shows: the gamma term divides by the chunks. There the
+ *       recursive halving folds each half in one read on the receiver's
+ *       CPU alone, and the ring was faster wherever a block has two chunks
+ *       or more (the Intel VM of 2026-12-07, shared memory, 3-5
+ *       alternating rounds, us out / in place, ring against halving: 2
+ *       ranks 1 MiB 115 / 87 against 151 / 119, 16 MiB 1958 / 1525 against
+ *       2242 / 2295; 3 ranks 16 MiB 4054 / 3793 against 5739 / 6582; 4
+ *       ranks 4 MiB 1166 / 1095 against 1233 / 1234, 16 MiB 5339 / 5233
+ *       against 7812 / 7469; 8 ranks 16 MiB 14.0 / 13.3 against 16.8 /
+ *       16.2 ms), and slower with one (4 ranks 1 MiB 419 / 411 against 357
+ *       / 325). Over TCP the two were level or the halving faster (4 ranks
+ *       16 MiB 17.5 / 15.4 against 12.6 / 12.0 ms), as the model had them.
+ *       Any p, any op. Scratch: 4 count elements (per chunk, two receive
+ *       buffers and two partial sums).
  *
  * Deterministic mode: the whole vector is reduced along the chain 0 -> 1
  * -> ... -> p-1 (chain_reduce.c) and rank p-1 sends each rank its block.
@@ -112,7 +127,9 @@ static double cost(const coll_cost_in_t *c)
         return (2 * q + vchunks) * c->alpha + (c->n + c->n * q / c->p) * c->beta +
                c->n * c->gamma;
     }
-    return (q + chunks - 1) * c->alpha + c->n * q / c->p * (c->beta + c->gamma);
+    /* pull: each chunk's fold hides behind the next chunk's copy */
+    double gamma = c->pull ? c->gamma / chunks : c->gamma;
+    return (q + chunks - 1) * c->alpha + c->n * q / c->p * (c->beta + gamma);
 }
 
 const coll_algo_t coll_algo_reduce_scatter_ring = {
