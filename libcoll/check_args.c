@@ -60,11 +60,6 @@ static desc_t decode(const uint8_t in[DESC_BYTES])
     return d;
 }
 
-static int has_op(coll_coll_t c)
-{
-    return c == COLL_ALLREDUCE || c == COLL_REDUCE || c == COLL_REDUCE_SCATTER;
-}
-
 static int has_root(coll_coll_t c)
 {
     return c == COLL_BCAST || c == COLL_REDUCE || c == COLL_SCATTER || c == COLL_GATHER;
@@ -95,7 +90,7 @@ static int differ(int x, const desc_t *dx, int y, const desc_t *dy, char *why, s
     if (c != COLL_BARRIER && dx->count != dy->count)
         return snprintf(why, len, "rank %d passed count %llu, rank %d %llu", x,
                         (unsigned long long)dx->count, y, (unsigned long long)dy->count);
-    if (has_op(c) && dx->op != dy->op)
+    if (coll_coll_reduces(c) && dx->op != dy->op)
         return snprintf(why, len, "rank %d passed op %s, rank %d %s", x,
                         coll_reduce_op_name((coll_op_t)dx->op), y,
                         coll_reduce_op_name((coll_op_t)dy->op));

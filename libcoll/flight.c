@@ -39,8 +39,7 @@ void coll_flight_end(struct coll_comm *comm, uint32_t seq, coll_status_t status)
 
 static void write_entry(FILE *f, const coll_flight_entry_t *e, uint64_t now)
 {
-    int reduces = e->coll == COLL_ALLREDUCE || e->coll == COLL_REDUCE ||
-                  e->coll == COLL_REDUCE_SCATTER;
+    int reduces = coll_coll_reduces(e->coll);
     int rooted = e->coll == COLL_BCAST || e->coll == COLL_REDUCE || e->coll == COLL_SCATTER ||
                  e->coll == COLL_GATHER;
 

@@ -515,20 +515,14 @@ static void vertex_done(coll_sched_t *s, uint32_t id, coll_status_t st)
     }
 }
 
-/* Does the collective reduce anything? Sends of those that do not are
- * hinted COLL_TP_HINT_PLAIN. */
-static int reduces(coll_coll_t coll)
-{
-    return coll == COLL_REDUCE || coll == COLL_ALLREDUCE || coll == COLL_REDUCE_SCATTER;
-}
-
 static coll_status_t start_message(coll_sched_t *s, uint32_t id)
 {
     coll_vertex_t *v = &s->v[id];
     uint64_t tag = coll_tag_make(COLL_TAG_COLL, s->seq, v->mtag);
     uint32_t hints = v->hints;
 
-    if (v->type == V_SEND && !reduces(s->args.coll))
+    /* sends of a collective that reduces nothing are only copied */
+    if (v->type == V_SEND && !coll_coll_reduces(s->args.coll))
         hints |= COLL_TP_HINT_PLAIN;
 
     s->inflight++;

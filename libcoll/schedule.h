@@ -39,6 +39,12 @@ typedef enum coll_coll {
 
 const char *coll_coll_name(coll_coll_t coll);
 
+/* Does the collective reduce (take an op)? */
+static inline int coll_coll_reduces(coll_coll_t coll)
+{
+    return coll == COLL_ALLREDUCE || coll == COLL_REDUCE || coll == COLL_REDUCE_SCATTER;
+}
+
 /* A collective call as the user made it (after argument checks). */
 typedef struct coll_args {
     coll_coll_t coll;

@@ -168,14 +168,14 @@ static int cpu_is_intel(void)
 #endif
 }
 
-static coll_status_t read_cma_threshold(shm_iface_t *iface)
+static coll_status_t read_cma_threshold(shm_iface_t *iface, int intel)
 {
     int is_auto;
 
     COLL_CHECK(coll_param_size_or_auto(COLL_PARAM_SHM_CMA_THRESHOLD, &is_auto,
                                        &iface->cma_threshold));
     if (is_auto)
-        iface->cma_threshold = cpu_is_intel() ? SHM_CMA_THRESHOLD_INTEL : SHM_CMA_THRESHOLD_OTHER;
+        iface->cma_threshold = intel ? SHM_CMA_THRESHOLD_INTEL : SHM_CMA_THRESHOLD_OTHER;
     return COLL_OK;
 }
 
@@ -190,14 +190,14 @@ static coll_status_t read_cma_threshold(shm_iface_t *iface)
 #define SHM_CMA_MAX_AUTO ((size_t)2 << 20)
 #define SHM_CMA_MAX_SPREAD_INTEL ((size_t)16 << 20)
 
-static coll_status_t read_cma_max(shm_iface_t *iface)
+static coll_status_t read_cma_max(shm_iface_t *iface, int intel)
 {
     int is_auto;
 
     COLL_CHECK(coll_param_size_or_auto(COLL_PARAM_SHM_CMA_MAX, &is_auto, &iface->cma_max));
     if (is_auto) {
         iface->cma_max = SHM_CMA_MAX_AUTO;
-        iface->cma_max_spread = cpu_is_intel() ? SHM_CMA_MAX_SPREAD_INTEL : SHM_CMA_MAX_AUTO;
+        iface->cma_max_spread = intel ? SHM_CMA_MAX_SPREAD_INTEL : SHM_CMA_MAX_AUTO;
         return COLL_OK;
     }
     if (iface->cma_max == 0)
@@ -210,25 +210,25 @@ static coll_status_t read_cma_max(shm_iface_t *iface)
  * shm_msg.c, crowd_read). */
 #define SHM_CMA_CROWDED_INTEL ((size_t)64 << 10)
 
-static coll_status_t read_cma_crowded(shm_iface_t *iface)
+static coll_status_t read_cma_crowded(shm_iface_t *iface, int intel)
 {
     int is_auto;
 
     COLL_CHECK(coll_param_size_or_auto(COLL_PARAM_SHM_CMA_CROWDED, &is_auto, &iface->cma_crowded));
     if (is_auto)
-        iface->cma_crowded = cpu_is_intel() ? SHM_CMA_CROWDED_INTEL : 0;
+        iface->cma_crowded = intel ? SHM_CMA_CROWDED_INTEL : 0;
     return COLL_OK;
 }
 
 static coll_status_t read_params(shm_iface_t *iface)
 {
     size_t ring;
-    int cma;
+    int cma, intel = cpu_is_intel(); /* for the three autos */
 
     COLL_CHECK(coll_param_size(COLL_PARAM_SHM_RING_SIZE, &ring));
-    COLL_CHECK(read_cma_threshold(iface));
-    COLL_CHECK(read_cma_max(iface));
-    COLL_CHECK(read_cma_crowded(iface));
+    COLL_CHECK(read_cma_threshold(iface, intel));
+    COLL_CHECK(read_cma_max(iface, intel));
+    COLL_CHECK(read_cma_crowded(iface, intel));
     COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_CMA, &cma));
     COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_CMA_ADAPT, &iface->cma_adapt));
     COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_CMA_SHARE, &iface->share));
