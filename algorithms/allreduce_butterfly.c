@@ -38,6 +38,7 @@ typedef struct fly {
     int p, r, p2, rem, v, steps;
     seg_t *sent;          /* [steps]: the half given away in each step */
     coll_vid_t *freed;    /* [steps]: when that half of recvbuf may be overwritten */
+    coll_vid_t folded;    /* the last halving step's fold (-1: deterministic mode) */
 } fly_t;
 
 static size_t eoff(const fly_t *f, int block)
@@ -88,13 +89,17 @@ static coll_vid_t halve_reduce(fly_t *f, seg_t *final)
         seg_t keep, give;
         halves(f, g, m, &keep, &give);
         f->sent[k] = give;
-        f->freed[k] = coll_sched_send(f->s, COLL_PTR(src, eoff(f, give.lo), es),
-                                      elems(f, give) * es, peer, (uint32_t)(2 + k),
-                                      COLL_DEPS(prev));
+        /* the last step's halves are final once folded: each side may write
+         * the other's straight back (the first doubling step, same peer) */
+        void *reply = k == f->steps - 1 ? at(f, give.lo) : NULL;
+        f->freed[k] = coll_sched_send_reply(f->s, COLL_PTR(src, eoff(f, give.lo), es),
+                                            elems(f, give) * es, reply, peer,
+                                            (uint32_t)(2 + k), COLL_DEPS(prev));
         /* the send reads the other half: folding into ours is safe */
-        prev = coll_sched_recv_reduce(f->s, at(f, keep.lo), COLL_PTR(src, eoff(f, keep.lo), es),
-                                      tmp, elems(f, keep), peer, (uint32_t)(2 + k),
-                                      COLL_LOCAL_FIRST, COLL_DEPS(prev));
+        prev = (reply ? coll_sched_recv_reduce_reply : coll_sched_recv_reduce)(
+            f->s, at(f, keep.lo), COLL_PTR(src, eoff(f, keep.lo), es), tmp, elems(f, keep), peer,
+            (uint32_t)(2 + k), COLL_LOCAL_FIRST, COLL_DEPS(prev));
+        f->folded = prev;
         src = a->recvbuf;
         g = keep;
     }
@@ -179,7 +184,7 @@ static coll_vid_t halve_gather(fly_t *f, seg_t *final)
 static void build(coll_sched_t *s)
 {
     const coll_args_t *a = coll_sched_args(s);
-    fly_t f = {.s = s, .a = a, .p = coll_sched_size(s), .r = coll_sched_rank(s)};
+    fly_t f = {.s = s, .a = a, .p = coll_sched_size(s), .r = coll_sched_rank(s), .folded = -1};
     size_t es = a->esize, bytes = a->count * es;
     seg_t g = {0, 1};
     coll_vid_t prev;
@@ -210,9 +215,14 @@ static void build(coll_sched_t *s)
     for (int k = f.steps - 1; k >= 0; k--) {
         int peer = coll_fold_rank(f.v ^ (1 << k), f.rem);
         uint32_t tag = (uint32_t)(2 + f.steps + k);
-        coll_sched_send(s, at(&f, g.lo), elems(&f, g) * es, peer, tag, COLL_DEPS(prev));
+        coll_vid_t sv = coll_sched_send(s, at(&f, g.lo), elems(&f, g) * es, peer, tag,
+                                        COLL_DEPS(prev));
         coll_vid_t rv = coll_sched_recv(s, at(&f, f.sent[k].lo), elems(&f, f.sent[k]) * es, peer,
                                         tag, COLL_DEPS(f.freed[k]));
+        if (k == f.steps - 1 && f.folded >= 0) { /* the last halving step's halves, back */
+            coll_sched_unless_replied(s, sv, f.folded);
+            coll_sched_unless_replied(s, rv, f.freed[k]);
+        }
         prev = coll_sched_join(s, COLL_DEPS(prev, rv));
         g.lo = g.lo < f.sent[k].lo ? g.lo : f.sent[k].lo;
         g.hi = g.hi > f.sent[k].hi ? g.hi : f.sent[k].hi;

@@ -240,10 +240,11 @@ coll_status_t coll_p2p_waitall(struct coll_comm *comm, int n, struct coll_reques
 /* Post a step of a schedule; its completion is reported to the schedule.
  * A receive with fold_local != NULL reduces as it arrives (the peer's
  * endpoint has recv_fold) into buf, with fold_local as the
- * other operand (coll_sched_fold). `hints`: COLL_TP_HINT_* for the transport. */
+ * other operand (coll_sched_fold). `hints`: COLL_TP_HINT_* for the transport;
+ * `reply`: a send's reply buffer (coll_tp_req.reply), or NULL. */
 coll_status_t coll_p2p_post_vertex(struct coll_comm *comm, int kind, void *buf, size_t bytes,
                                    int peer, uint64_t tag, struct coll_sched *s, uint32_t vid,
-                                   const void *fold_local, uint32_t hints,
+                                   const void *fold_local, uint32_t hints, void *reply,
                                    struct coll_request **req_p);
 
 /* One non-blocking pass of the progress engine. */

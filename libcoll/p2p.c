@@ -113,7 +113,7 @@ void coll_request_release_spares(struct coll_comm *comm)
 static coll_status_t post(struct coll_comm *comm, const char *op, int kind, void *buf,
                           size_t bytes, int peer, uint64_t tag, int user_tag,
                           struct coll_sched *sched, uint32_t vid, const void *fold_local,
-                          uint32_t hints, struct coll_request **req_p)
+                          uint32_t hints, void *reply, struct coll_request **req_p)
 {
     struct coll_request *req;
     coll_peer_t *p;
@@ -139,6 +139,8 @@ static coll_status_t post(struct coll_comm *comm, const char *op, int kind, void
     req->tp.fold = fold_local ? coll_sched_fold : NULL;
     req->fold_local = fold_local;
     req->tp.hints = hints;
+    req->tp.reply = reply;
+    req->tp.replied = 0;
     p = &comm->peers[peer];
     st = kind == COLL_REQ_SEND ? p->ops->ep_isend(p->ep, &req->tp)
                                : p->ops->ep_irecv(p->ep, &req->tp);
@@ -154,24 +156,24 @@ coll_status_t coll_p2p_isend(struct coll_comm *comm, const void *buf, size_t byt
                              uint64_t tag, struct coll_request **req_p)
 {
     return post(comm, "send", COLL_REQ_SEND, (void *)buf, bytes, peer, tag, -1, NULL, 0, NULL, 0,
-                req_p);
+                NULL, req_p);
 }
 
 coll_status_t coll_p2p_irecv(struct coll_comm *comm, void *buf, size_t bytes, int peer,
                              uint64_t tag, struct coll_request **req_p)
 {
     return post(comm, "receive", COLL_REQ_RECV, buf, bytes, peer, tag, -1, NULL, 0, NULL, 0,
-                req_p);
+                NULL, req_p);
 }
 
 coll_status_t coll_p2p_post_vertex(struct coll_comm *comm, int kind, void *buf, size_t bytes,
                                    int peer, uint64_t tag, struct coll_sched *s, uint32_t vid,
-                                   const void *fold_local, uint32_t hints,
+                                   const void *fold_local, uint32_t hints, void *reply,
                                    struct coll_request **req_p)
 {
     /* the schedule names the step (coll_request_op) */
     return post(comm, "collective", kind, buf, bytes, peer, tag, -1, s, vid, fold_local, hints,
-                req_p);
+                reply, req_p);
 }
 
 coll_status_t coll_p2p_waitall(struct coll_comm *comm, int n, struct coll_request **reqs,
@@ -238,7 +240,7 @@ static coll_status_t user_post(const char *fn, int kind, void *buf, size_t count
     if (st == COLL_OK)
         st = post(comm, fn, kind, buf, bytes, peer,
                   coll_tag_make(COLL_TAG_USER, 0, (uint32_t)tag), tag, NULL, 0, NULL, hints,
-                  req_p);
+                  NULL, req_p);
     coll_comm_exit(comm);
     return st;
 }
@@ -301,11 +303,11 @@ coll_status_t coll_sendrecv(const void *sendbuf, size_t sendcount, coll_datatype
     if (st == COLL_OK)
         st = post(comm, fn, COLL_REQ_RECV, recvbuf, rbytes, source,
                   coll_tag_make(COLL_TAG_USER, 0, (uint32_t)recvtag), recvtag, NULL, 0, NULL, 0,
-                  &reqs[0]);
+                  NULL, &reqs[0]);
     if (st == COLL_OK)
         st = post(comm, fn, COLL_REQ_SEND, (void *)sendbuf, sbytes, dest,
                   coll_tag_make(COLL_TAG_USER, 0, (uint32_t)sendtag), sendtag, NULL, 0, NULL, 0,
-                  &reqs[1]);
+                  NULL, &reqs[1]);
     coll_comm_exit(comm);
     coll_status_t wst = coll_waitall(2, reqs);
     return st != COLL_OK ? st : wst;

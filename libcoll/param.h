@@ -168,6 +168,12 @@ typedef enum coll_param_type {
       "reads the rest, pieces taken from a shared counter; for messages above "        \
       "COLL_SHM_CMA_MAX where both buffers lie in huge pages, and not where ranks "    \
       "share CPUs; 0: the receiver reads such messages alone")                         \
+    X(SHM_REPLY, COLL_PARAM_BOOL, "1",                                                  \
+      "Shared-memory transport: a receiver that reads and reduces the last half "        \
+      "exchanged by the butterfly all-reduce writes each reduced piece straight back "   \
+      "into the sender's result (process_vm_writev) while it is in cache, so that the "  \
+      "exchange of results that follows moves nothing; 0: the results cross in a "      \
+      "message of their own, read from memory")                                        \
     X(SHM_CMA_MAX, COLL_PARAM_STR, "auto",                                              \
       "Shared-memory transport: received messages above this size go through the ring "  \
       "again, in cache-sized pieces that both sides copy at once (on an AMD EPYC "       \

@@ -31,7 +31,12 @@ typedef struct coll_vertex {
     uint8_t fold;               /* recv: reduce as it arrives, dst = incoming op a */
     uint8_t local_first;        /* ... or dst = a op incoming */
     uint8_t hints;              /* COLL_TP_HINT_* */
+    uint8_t replied;            /* send, recv: the transport wrote the folded range back
+                                   (coll_tp_req.replied) */
     int peer;
+    coll_vid_t unless;          /* send, recv: done without moving anything where this
+                                   vertex's message was replied (-1: always moves) */
+    void *reply;                /* send: coll_tp_req.reply */
     void *dst;
     const void *a, *b;
     size_t len;                 /* bytes (send, recv, copy) or elements (reduce, avg) */
@@ -208,6 +213,7 @@ static coll_vid_t add_vertex(coll_sched_t *s, int type, int ndeps, const coll_vi
     coll_vertex_t *v = &s->v[id];
     coll_zero(v, sizeof(*v));
     v->type = (uint8_t)type;
+    v->unless = -1;
     for (int i = 0; i < ndeps; i++)
         if (deps[i] >= 0 && add_edge(s, deps[i], id) != 0)
             return -1;
@@ -316,6 +322,34 @@ static coll_vid_t add_local(coll_sched_t *s, int type, void *dst, const void *a,
         s->v[id].len = len;
     }
     return id;
+}
+
+coll_vid_t coll_sched_send_reply(coll_sched_t *s, const void *buf, size_t bytes, void *reply,
+                                 int peer, uint32_t mtag, int ndeps, const coll_vid_t *deps)
+{
+    coll_vid_t id = add_message(s, V_SEND, buf, bytes, peer, mtag, ndeps, deps);
+    if (id >= 0)
+        s->v[id].reply = reply;
+    return id;
+}
+
+coll_vid_t coll_sched_recv_reduce_reply(coll_sched_t *s, void *dst, const void *local, void *tmp,
+                                        size_t count, int peer, uint32_t mtag, int order,
+                                        int ndeps, const coll_vid_t *deps)
+{
+    coll_vid_t id = coll_sched_recv_reduce(s, dst, local, tmp, count, peer, mtag, order, ndeps,
+                                           deps);
+    if (id >= 0 && s->v[id].fold && s->args.op != COLL_AVG)
+        s->v[id].hints |= COLL_TP_HINT_REPLY;
+    return id;
+}
+
+void coll_sched_unless_replied(coll_sched_t *s, coll_vid_t id, coll_vid_t replied)
+{
+    if (id < 0 || replied < 0)
+        return;
+    if (add_edge(s, replied, (uint32_t)id) == 0)
+        s->v[id].unless = replied;
 }
 
 coll_vid_t coll_sched_reduce(coll_sched_t *s, void *dst, const void *a, const void *b,
@@ -496,6 +530,7 @@ static void vertex_done(coll_sched_t *s, uint32_t id, coll_status_t st)
     v->state = V_DONE;
     s->left--;
     if (v->req) {
+        v->replied = v->req->tp.replied != 0;
         s->bytes_done += v->len;
         s->inflight--;
         coll_request_recycle(s->comm, v->req);
@@ -529,7 +564,7 @@ static coll_status_t start_message(coll_sched_t *s, uint32_t id)
     coll_status_t st = coll_p2p_post_vertex(s->comm, v->type == V_SEND ? COLL_REQ_SEND
                                                                        : COLL_REQ_RECV,
                                             v->dst, v->len, v->peer, tag, s, id,
-                                            v->fold ? v->a : NULL, hints, &v->req);
+                                            v->fold ? v->a : NULL, hints, v->reply, &v->req);
     if (st != COLL_OK)
         s->inflight--;
     return st;
@@ -573,6 +608,8 @@ static void start_vertex(coll_sched_t *s, uint32_t id)
     switch (v->type) {
     case V_SEND:
     case V_RECV:
+        if (v->unless >= 0 && s->v[v->unless].replied)
+            break; /* the transport moved it with the fold before */
         st = start_message(s, id);
         if (st == COLL_OK)
             return;

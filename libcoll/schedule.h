@@ -122,6 +122,25 @@ enum { COLL_INCOMING_FIRST = 0, COLL_LOCAL_FIRST = 1 };
 coll_vid_t coll_sched_recv_reduce(coll_sched_t *s, void *dst, const void *local, void *tmp,
                                   size_t count, int peer, uint32_t mtag, int order, int ndeps,
                                   const coll_vid_t *deps);
+/* The last exchange of a reduce-scatter whose next step sends each side's
+ * folded range straight back (recursive halving, then doubling, with the
+ * same peer): a send of buf whose receiver may write the final result of
+ * that range into `reply` as it folds, and a coll_sched_recv_reduce whose
+ * folded range may be written back to the sender's reply (not for
+ * COLL_AVG, whose division comes after). Whether it was is known only
+ * when these finish: the steps that would move the same bytes back are
+ * added as usual and marked with coll_sched_unless_replied. */
+coll_vid_t coll_sched_send_reply(coll_sched_t *s, const void *buf, size_t bytes, void *reply,
+                                 int peer, uint32_t mtag, int ndeps, const coll_vid_t *deps);
+coll_vid_t coll_sched_recv_reduce_reply(coll_sched_t *s, void *dst, const void *local, void *tmp,
+                                        size_t count, int peer, uint32_t mtag, int order,
+                                        int ndeps, const coll_vid_t *deps);
+/* Vertex `id` (a send or receive) waits for `replied` and is done without
+ * moving anything where the transport wrote `replied`'s range back: a
+ * send of our folded range after coll_sched_recv_reduce_reply, a receive
+ * of the peer's after coll_sched_send_reply. Both sides decide alike: a
+ * message is replied at both its ends or at neither. */
+void coll_sched_unless_replied(coll_sched_t *s, coll_vid_t id, coll_vid_t replied);
 /* dst[i] = a[i] op b[i] for `count` elements of the collective's datatype
  * and op (dst may be a or b). */
 coll_vid_t coll_sched_reduce(coll_sched_t *s, void *dst, const void *a, const void *b,

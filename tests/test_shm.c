@@ -25,7 +25,9 @@
  * sender's mapped region at every size, early, from more regions than a
  * receiver keeps, and never from a freed region whose address now holds
  * other memory; the ring where the receiver maps nothing; collectives in
- * it at 2 and 4 ranks; a rank killed mid-stream named.
+ * it at 2 and 4 ranks; a rank killed mid-stream named. The butterfly
+ * all-reduce's folded halves written back to the sender (COLL_SHM_REPLY)
+ * at 2, 3 and 4 ranks, off, and where process_vm_writev is refused.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -72,13 +74,13 @@ static const size_t sizes[] = {0, 1, 7, 63, 64, 65, 4095, 65503, 65504, 65505, 6
                                524289, 1u << 20, (4u << 20) + 1, 64u << 20};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
-/* process_vm_readv fails with EPERM from now on, as under a container's
+/* System call nr fails with EPERM from now on, as under a container's
  * seccomp profile. */
-static void refuse_cma(void)
+static void refuse_syscall(unsigned nr)
 {
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
@@ -86,6 +88,11 @@ static void refuse_cma(void)
     RANK_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
                prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "seccomp: %s",
                strerror(errno));
+}
+
+static void refuse_cma(void)
+{
+    refuse_syscall(__NR_process_vm_readv);
 }
 
 static char log_dir[128];
@@ -1396,6 +1403,105 @@ START_TEST(test_fold_paths)
 }
 END_TEST
 
+/* ---- folded results written back (COLL_SHM_REPLY) ------------------------------- */
+
+/* The butterfly all-reduce's last exchange: each side reads its peer's
+ * half, folds it into its own and writes the result back (write_back), so
+ * that the exchange of results moves nothing. */
+static const struct reply_case {
+    const char *name;
+    int nranks, refuse_write;
+    const char *reply;
+    int active; /* ranks that fold in the last exchange write back every call but the average */
+} reply_cases[] = {
+    {"2 ranks", 2, 0, "1", 1},
+    {"3 ranks (rank 0 folded in first)", 3, 0, "1", 1},
+    {"4 ranks", 4, 0, "1", 1},
+    {"COLL_SHM_REPLY=0", 2, 0, "0", 0},
+    {"process_vm_writev refused", 2, 1, "1", 0},
+};
+#define NREPLY (int)(sizeof(reply_cases) / sizeof(reply_cases[0]))
+#define REPLY_CALLS 6 /* three kinds below that are not an average, in place and out */
+
+static int rank_reply(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const struct reply_case *rc = &reply_cases[*(int *)arg];
+    static const struct { int dt, op; size_t esize; } kinds[] = {
+        {COLL_FLOAT32, COLL_SUM, 4}, {COLL_INT64, COLL_SUM, 8}, {COLL_FLOAT64, COLL_MIN, 8},
+        {COLL_FLOAT32, COLL_AVG, 4}};
+    size_t count = 1000003; /* halves of about 2 MiB of float: read, not through the ring */
+
+    shm_only_logged(rank);
+    setenv("COLL_ALGO", "allreduce:butterfly", 1);
+    setenv("COLL_SHM_CMA_THRESHOLD", "512K", 1);
+    setenv("COLL_SHM_CMA_ADAPT", "0", 1); /* every half that may be read is */
+    setenv("COLL_SHM_REPLY", rc->reply, 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    if (rc->refuse_write)
+        refuse_syscall(__NR_process_vm_writev);
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        int dt = kinds[k].dt, avg = kinds[k].op == COLL_AVG;
+        void *in = malloc(count * kinds[k].esize), *out = malloc(count * kinds[k].esize);
+        RANK_CHECK(in && out, "out of memory");
+        for (int in_place = 0; in_place < 2; in_place++) {
+            for (size_t i = 0; i < count; i++)
+                fold_put(in, i, dt, fold_value(rank, i, dt));
+            RANK_OK(coll_allreduce(in, in_place ? in : out, count, (coll_datatype_t)dt,
+                                   (coll_op_t)kinds[k].op, comm));
+            const void *res = in_place ? in : out;
+            for (size_t i = 0; i < count; i++) {
+                double want = fold_expect(nranks, i, dt) / (avg ? nranks : 1);
+                double got = fold_get(res, i, dt), off = got > want ? got - want : want - got;
+                RANK_CHECK(avg ? off <= 1e-6 * want : got == want,
+                           "%s, type %d, op %d, %s: element %zu is %g, expected %g",
+                           rc->name, dt, kinds[k].op, in_place ? "in place" : "out of place",
+                           i, got, want);
+            }
+        }
+        free(in);
+        free(out);
+    }
+    coll_comm_destroy(comm);
+    return 0;
+}
+
+/* Messages a rank wrote back, summed over its log's lines (none: 0). */
+static unsigned long replies_logged(int rank)
+{
+    char cmd[512], out[64];
+
+    snprintf(cmd, sizeof(cmd), "grep -o '[0-9]* reduced messages from .* were written back' "
+             "%s/rank%d.log | awk '{n += $1} END {print n + 0}'", log_dir, rank);
+    harness_sh(cmd, out, sizeof(out));
+    return strtoul(out, NULL, 10);
+}
+
+START_TEST(test_reply)
+{
+    const struct reply_case *rc = &reply_cases[_i];
+    char cmd[512], out[64];
+    int c = _i;
+
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_msg(harness_run(rc->nranks, rank_reply, &c, 120) == 0, "butterfly all-reduce, %s",
+                  rc->name);
+    for (int r = 0; r < rc->nranks; r++) {
+        /* with 3 ranks rank 0 hands its vector to rank 1 and takes no part */
+        int folds = rc->active && !(rc->nranks == 3 && r == 0);
+        unsigned long want = folds ? REPLY_CALLS : 0, n = replies_logged(r);
+        ck_assert_msg(n == want, "%s: rank %d wrote %lu folded halves back, expected %lu "
+                      "(logs in %s)", rc->name, r, n, want, log_dir);
+    }
+    snprintf(cmd, sizeof(cmd), "cat %s/rank*.log | grep -c 'writing to .* is not permitted'",
+             log_dir);
+    harness_sh(cmd, out, sizeof(out));
+    int lines = atoi(out);
+    ck_assert_msg(rc->refuse_write ? lines >= 1 && lines <= rc->nranks : lines == 0,
+                  "%s: %d lines saying process_vm_writev was refused", rc->name, lines);
+    harness_tmpdir_remove(log_dir);
+}
+END_TEST
+
 /* ---- results stored past the cache (COLL_STREAM_MIN) ---------------------------- */
 
 /* Element i of rank r's contribution, small integers so that float sums
@@ -2152,6 +2258,7 @@ static Suite *shm_suite(void)
     tc = tcase_create("fold");
     tcase_set_timeout(tc, 150);
     tcase_add_loop_test(tc, test_fold_paths, 0, NFOLD);
+    tcase_add_loop_test(tc, test_reply, 0, NREPLY);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("stream");

@@ -78,6 +78,15 @@ enum coll_mem_kind {
  * such sends from a lower size and at any size
  * (COLL_SHM_CMA_CROWDED). */
 #define COLL_TP_HINT_PLAIN 8u
+/* Receive that folds: what it folds is final and goes back to the sender
+ * next (the last exchange of a recursive-halving reduce-scatter, then the
+ * first of the doubling all-gather, with the same peer). Where the sender
+ * named a reply buffer (coll_tp_req.reply) the transport may write each
+ * folded piece there while it is still in cache, and set `replied` on
+ * both requests: the exchange back is then already done (shm: 2 ranks,
+ * 16 MiB, one read and one write per piece against a second read of the
+ * whole half later). */
+#define COLL_TP_HINT_REPLY 16u
 
 /* Wire ids of transports, used to label address blobs in the bootstrap. */
 enum coll_tp_id {
@@ -163,6 +172,12 @@ struct coll_tp_req {
      * to memory. Deliver with coll_tp_deliver. */
     coll_tp_fold_fn fold;
     uint32_t hints;       /* COLL_TP_HINT_* */
+    /* Send: where the receiver may write back the folded result of this
+     * range (COLL_TP_HINT_REPLY), len bytes; NULL: nowhere. */
+    void *reply;
+    /* Set by the transport before complete: the folded result was written
+     * back (send: into reply; receive: into the sender's reply). */
+    int replied;
     /* Transport-private state, so that posting needs no allocation. */
     uint8_t scratch[COLL_TP_REQ_SCRATCH] __attribute__((aligned(16)));
 };

@@ -244,7 +244,7 @@ static void on_rts(ofi_ep_t *ep, const ofi_frame_t *f)
 
     if (req || ep->leaving)
         answer_rts(ep, req, f->id, f->len);
-    else if (coll_match_keep_remote(&ep->match, f->tag, f->len, f->id, NULL) != 0)
+    else if (coll_match_keep_remote(&ep->match, f->tag, f->len, f->id, NULL, 0) != 0)
         ofi_ep_fail(ep, COLL_ERR_NO_MEMORY, "cannot record a message from %s", ep->super.desc);
 }
 

@@ -61,7 +61,7 @@
 #include "util/match.h"
 
 #define SHM_MAGIC 0x316d68736c6c6f63ull /* "collshm1" */
-#define SHM_VERSION 9 /* 9: mapped regions in RTS (shm_map.c); 8: share blocks (shm_share.c) */
+#define SHM_VERSION 10 /* 10: reply buffers in RTS; 9: mapped regions in RTS (shm_map.c) */
 #define SHM_LINE 64
 #define SHM_REC_HDR 32
 #define SHM_ABORT_TEXT 512
@@ -158,6 +158,12 @@ typedef struct shm_rts_map {
 } shm_rts_map_t;
 #define SHM_RTS_PLAIN 8 /* payload bytes of an RTS without a region */
 #define SHM_RTS_WITH_MAP (SHM_RTS_PLAIN + sizeof(shm_rts_map_t))
+/* An RTS whose sender takes the folded range back (COLL_TP_HINT_REPLY):
+ * the address, then where the receiver may write the result. */
+#define SHM_RTS_REPLY (SHM_RTS_PLAIN + 8)
+/* FIN.aux: the receiver wrote the folded range into the sender's reply
+ * buffer. */
+#define SHM_FIN_REPLIED 1u
 /* Regions of a peer mapped per endpoint; the least recently used goes. */
 #define SHM_MAPS 32
 
@@ -329,6 +335,7 @@ typedef struct shm_req_priv {
     uint64_t chosen;      /* read: when choose_way chose (0: not timed) */
     int mapped;           /* read: out of our mapping of the sender's region (shm_map.c) */
     int crowd;            /* read: for SHM_RTS_CROWD, not weighed */
+    uint64_t reply;       /* read: where the sender takes the folded range back (0: nowhere) */
 } shm_req_priv_t;
 
 _Static_assert(sizeof(shm_req_priv_t) <= COLL_TP_REQ_SCRATCH, "shm request state too large");
@@ -434,6 +441,7 @@ typedef struct shm_ep {
     int map_refused;
     uint64_t map_reads;
     uint64_t crowd_reads;     /* messages read for SHM_RTS_CROWD (logged at the end) */
+    uint64_t replies;         /* folded messages written back (logged at the end) */
 } shm_ep_t;
 
 struct shm_iface {
@@ -454,6 +462,7 @@ struct shm_iface {
     int cma_adapt;            /* COLL_SHM_CMA_ADAPT */
     int share;                /* COLL_SHM_CMA_SHARE, until a write is refused */
     int map;                  /* COLL_SHM_MAP: name regions from coll_mem_alloc in RTS */
+    int reply;                /* COLL_SHM_REPLY, until a write is refused */
     int membarrier;           /* registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED */
     int hook_set;
     int ntx_blocked;          /* endpoints whose records wait for room */

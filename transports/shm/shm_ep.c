@@ -364,6 +364,10 @@ coll_status_t shm_ep_destroy(coll_tp_ep_t *tep)
         COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: %llu messages from %s were read where ranks "
                   "share CPUs (COLL_SHM_CMA_CROWDED)", ep->iface->super.params.rank,
                   (unsigned long long)ep->crowd_reads, ep->super.desc);
+    if (ep->replies)
+        COLL_INFO(COLL_SUBSYS_NET, "rank %d: shm: %llu reduced messages from %s were written "
+                  "back as they were reduced (COLL_SHM_REPLY)", ep->iface->super.params.rank,
+                  (unsigned long long)ep->replies, ep->super.desc);
     shm_map_release(ep);
     if (ep->state != SHM_EP_CLOSED)
         shm_ep_close(tep, COLL_ERR_ABORTED, NULL);

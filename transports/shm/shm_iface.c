@@ -233,6 +233,7 @@ static coll_status_t read_params(shm_iface_t *iface)
     COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_CMA_ADAPT, &iface->cma_adapt));
     COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_CMA_SHARE, &iface->share));
     COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_MAP, &iface->map));
+    COLL_CHECK(coll_param_bool(COLL_PARAM_SHM_REPLY, &iface->reply));
     ring = COLL_MAX(COLL_MIN(ring, (size_t)SHM_RING_MAX), (size_t)SHM_RING_MIN);
     while (ring & (ring - 1)) /* round down to a power of two */
         ring &= ring - 1;

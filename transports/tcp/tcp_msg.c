@@ -457,7 +457,7 @@ static void on_rts(tcp_conn_t *c, const tcp_hdr_t *h)
         answer_rts(ep, req, h->id, h->len);
         return;
     }
-    if (coll_match_keep_remote(&ep->match, h->tag, h->len, h->id, NULL) != 0)
+    if (coll_match_keep_remote(&ep->match, h->tag, h->len, h->id, NULL, 0) != 0)
         tcp_ep_fail(ep, COLL_ERR_NO_MEMORY, "cannot record a message from %s", ep->super.desc);
 }
 

@@ -28,6 +28,7 @@ typedef struct coll_unexp {
     size_t cap;   /* bytes of the block that holds data (coll_blocks_take) */
     uint32_t id;  /* transport handle for the remote payload */
     void *ctx;    /* transport context (e.g. the matching send request) */
+    uint64_t aux; /* a second word of it (shm: the sender's reply buffer) */
 } coll_unexp_t;
 
 typedef struct coll_match {
@@ -106,9 +107,9 @@ static inline int coll_match_keep_copy(coll_match_t *m, uint64_t tag, const void
 }
 
 /* A message still at the sender (its handle `id`, transport context
- * `ctx`) that no receive waits for. 0, or -1 when out of memory. */
+ * `ctx` and `aux`) that no receive waits for. 0, or -1 when out of memory. */
 static inline int coll_match_keep_remote(coll_match_t *m, uint64_t tag, size_t len, uint32_t id,
-                                         void *ctx)
+                                         void *ctx, uint64_t aux)
 {
     coll_unexp_t *ux = calloc(1, sizeof(*ux));
 
@@ -118,6 +119,7 @@ static inline int coll_match_keep_remote(coll_match_t *m, uint64_t tag, size_t l
     ux->len = len;
     ux->id = id;
     ux->ctx = ctx;
+    ux->aux = aux;
     coll_list_push_back(&m->unexpected, &ux->link);
     return 0;
 }

@@ -367,7 +367,7 @@ static void on_rts(verbs_ep_t *ep, const verbs_hdr_t *h)
     if (req)
         answer_rts(ep, req, h->id, h->len, h->aux);
     else if (coll_match_keep_remote(&ep->match, h->tag, h->len, h->id,
-                                    (void *)(uintptr_t)h->aux) != 0)
+                                    (void *)(uintptr_t)h->aux, 0) != 0)
         verbs_ep_fail(ep, COLL_ERR_NO_MEMORY, "verbs: out of memory holding a message from %s",
                       ep->super.desc);
 }
