@@ -66,8 +66,13 @@
 #define SHM_REC_HDR 32
 #define SHM_ABORT_TEXT 512
 /* Piece of a single-copy read that is reduced while in cache (cma_fold):
- * fits in L2 with the local operand's piece beside it. */
-#define SHM_BOUNCE_BYTES (64u << 10)
+ * fits in L2 with the local operand's piece beside it, and each costs two
+ * system calls where the fold is written back (write_back). 2 ranks on
+ * the Intel VM (L2 2 MiB), all-reduce in place, alternating rounds, us:
+ * 16 MiB 1687 with 64 KiB against 1546 with 256 KiB, 4 MiB 434 against
+ * 382; in other rounds 256 KiB against 512 KiB and 1 MiB: 1635, 1701,
+ * 2014 and 402, 425, 514. Reduce-scatters were level. */
+#define SHM_BOUNCE_BYTES (256u << 10)
 /* First DATA record of a message through the ring; each next one carries
  * as much as all before it and this, up to a quarter ring (32, 64, 128
  * KiB, ...): the receiver starts copying out after a small piece, and
