@@ -165,9 +165,10 @@ typedef enum coll_param_type {
       "Shared-memory transport: a sender that waits for a message and nothing else (a "  \
       "broadcast's root or forwarding rank, a scatter's root, a gather's senders, a "  \
       "blocking send) copies part of it into the receiver's buffer while the receiver " \
-      "reads the rest, pieces taken from a shared counter; for messages above "        \
-      "COLL_SHM_CMA_MAX where both buffers lie in huge pages, and not where ranks "    \
-      "share CPUs; 0: the receiver reads such messages alone")                         \
+      "reads the rest, pieces taken from a shared counter; for messages from "          \
+      "COLL_SHM_CMA_THRESHOLD up to COLL_SHM_CMA_MAX, and above it where both "         \
+      "buffers lie in huge pages, not where ranks share CPUs; 0: the receiver reads "  \
+      "such messages alone")                                                           \
     X(SHM_REPLY, COLL_PARAM_BOOL, "1",                                                  \
       "Shared-memory transport: a receiver that reads and reduces the last half "        \
       "exchanged by the butterfly all-reduce writes each reduced piece straight back "   \

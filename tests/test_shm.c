@@ -132,8 +132,10 @@ static int rank_p2p(int rank, int nranks, const coll_unique_id_t *id, void *arg)
     if (path == PATH_RING)
         setenv("COLL_SHM_CMA", "0", 1);
     if (path == PATH_CMA_ALL) {
-        /* the sender polls throughout and logs that it saw the reader's flag */
+        /* the sender polls throughout and logs that it saw the reader's flag
+         * (it does not help copy: that has a test of its own) */
         setenv("COLL_SHM_CMA_MAX", "0", 1);
+        setenv("COLL_SHM_CMA_SHARE", "0", 1);
         setenv("COLL_DEBUG", "TRACE", 1);
         setenv("COLL_POLL_SPIN", "5s", 1);
     }
@@ -847,29 +849,44 @@ END_TEST
 
 /* 4 MiB blocking sends each way in turn: the receiver reads pieces while
  * the waiting sender writes others into its buffer, where both buffers
- * lie in huge pages and COLL_SHM_CMA_SHARE is on. */
-enum { SHARE_HUGE, SHARE_OFF, SHARE_4K, NSHARE };
+ * lie in huge pages and COLL_SHM_CMA_SHARE is on; 2 MiB ones, from
+ * COLL_SHM_CMA_THRESHOLD up to COLL_SHM_CMA_MAX, in any pages. */
+enum { SHARE_HUGE, SHARE_OFF, SHARE_4K, SHARE_4K_BELOW, NSHARE };
+
+static size_t share_msg(int c)
+{
+    return c == SHARE_4K_BELOW ? 2u << 20 : HUGE_MSG;
+}
+
+static int shared(int c)
+{
+    return c == SHARE_HUGE || c == SHARE_4K_BELOW;
+}
 
 static int rank_share(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     int c = *(int *)arg, peer = 1 - rank;
     void *maps[2];
     size_t map_lens[2];
-    uint8_t *out = pages_alloc(HUGE_MSG, c != SHARE_4K, &maps[0], &map_lens[0]);
-    uint8_t *in = pages_alloc(HUGE_MSG, c != SHARE_4K, &maps[1], &map_lens[1]);
+    size_t len = share_msg(c);
+    int huge = c == SHARE_HUGE || c == SHARE_OFF;
+    uint8_t *out = pages_alloc(len, huge, &maps[0], &map_lens[0]);
+    uint8_t *in = pages_alloc(len, huge, &maps[1], &map_lens[1]);
 
     shm_only_logged(rank);
     if (c == SHARE_OFF)
         setenv("COLL_SHM_CMA_SHARE", "0", 1);
+    if (c == SHARE_4K_BELOW) /* shm_only_logged's limit, 2M, is the message's */
+        setenv("COLL_SHM_CMA_THRESHOLD", "1M", 1);
     coll_comm_t comm = harness_init(rank, nranks, id);
     RANK_CHECK(out && in, "out of memory");
     for (int k = 0; k < 2 * HUGE_ROUNDS; k++) {
         if (k % 2 == rank) {
-            harness_fill(out, HUGE_MSG, rank, k);
-            RANK_OK(coll_send(out, HUGE_MSG, COLL_UINT8, peer, k, comm));
+            harness_fill(out, len, rank, k);
+            RANK_OK(coll_send(out, len, COLL_UINT8, peer, k, comm));
         } else {
-            RANK_OK(coll_recv(in, HUGE_MSG, COLL_UINT8, peer, k, comm));
-            harness_verify(in, HUGE_MSG, peer, k);
+            RANK_OK(coll_recv(in, len, COLL_UINT8, peer, k, comm));
+            harness_verify(in, len, peer, k);
         }
     }
     RANK_OK(coll_comm_destroy(comm));
@@ -896,35 +913,37 @@ static int share_logged(int r, unsigned long v[4])
 START_TEST(test_shared_copy)
 {
     static const char *what[] = {"huge pages", "huge pages, COLL_SHM_CMA_SHARE=0",
-                                 "4 KiB pages"};
+                                 "4 KiB pages, above COLL_SHM_CMA_MAX",
+                                 "4 KiB pages, up to COLL_SHM_CMA_MAX"};
     const char *why = no_huge_pages();
     int c = _i;
     unsigned long v[2][4];
 
-    if (why && c != SHARE_4K) {
+    if (why && (c == SHARE_HUGE || c == SHARE_OFF)) {
         printf("test_shm: blocking sends copied by both ranks, %s: skipped: %s\n", what[c], why);
         return;
     }
     harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
-    ck_assert_msg(harness_run(2, rank_share, &c, 120) == 0, "4 MiB blocking sends, %s", what[c]);
+    ck_assert_msg(harness_run(2, rank_share, &c, 120) == 0, "%zu MiB blocking sends, %s",
+                  share_msg(c) >> 20, what[c]);
     for (int r = 0; r < 2; r++) {
         int logged = share_logged(r, v[r]);
-        if (c != SHARE_HUGE) {
+        if (!shared(c)) {
             ck_assert_msg(!logged, "rank %d: %lu messages copied by both (%s)", r, v[r][0],
                           what[c]);
             continue;
         }
-        /* 16 pieces of 256 KiB a message (shm_share.c, piece_bytes) */
+        /* 16 pieces of 256 KiB (or 128 KiB) a message (shm_share.c, piece_bytes) */
         ck_assert_msg(logged && v[r][0] == HUGE_ROUNDS && v[r][2] == 16 * HUGE_ROUNDS,
                       "rank %d: %lu of %d messages copied by both, %lu pieces (logs in %s)", r,
                       logged ? v[r][0] : 0, HUGE_ROUNDS, logged ? v[r][2] : 0, log_dir);
     }
-    if (c == SHARE_HUGE) {
+    if (shared(c)) {
         for (int r = 0; r < 2; r++)
             ck_assert_msg(v[r][1] == v[1 - r][3], "rank %d counted %lu pieces written by rank "
                           "%d, which counted %lu", r, v[r][1], 1 - r, v[1 - r][3]);
-        printf("test_shm: blocking sends copied by both ranks: the senders wrote %lu and %lu "
-               "of %d pieces\n", v[1][1], v[0][1], 16 * HUGE_ROUNDS);
+        printf("test_shm: blocking sends copied by both ranks, %s: the senders wrote %lu and "
+               "%lu of %d pieces\n", what[c], v[1][1], v[0][1], 16 * HUGE_ROUNDS);
     }
     harness_tmpdir_remove(log_dir);
 }
