@@ -277,7 +277,10 @@ coll_vid_t coll_sched_recv_reduce(coll_sched_t *s, void *dst, const void *local,
     size_t bytes = count * s->args.esize;
     const coll_peer_t *pr = &s->comm->peers[peer];
 
-    if (count > 0 && s->comm->fold && pr->ep && pr->ep->recv_fold) {
+    int fold = pr->ep && (pr->ep->recv_fold == 1 ||
+                          (pr->ep->recv_fold == COLL_TP_FOLD_IN_PLACE && dst == local));
+
+    if (count > 0 && s->comm->fold && fold) {
         coll_vid_t id = add_message(s, V_RECV, dst, bytes, peer, mtag, ndeps, deps);
         if (id >= 0) {
             s->v[id].a = local;

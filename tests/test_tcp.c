@@ -28,9 +28,11 @@
  *     share one;
  *   - congestion control between ranks of one kernel: reno unless
  *     COLL_TCP_CONGESTION_LOCAL names another or is empty (the system's);
- *   - receives that reduce between ranks of one kernel land whole and are
- *     reduced after unless COLL_TCP_RECV_REDUCE_LOCAL folds them off the
- *     socket, with exact sums either way (eager and rendezvous chunks);
+ *   - receives that reduce between ranks of one kernel fold off the socket
+ *     where the all-reduce is in place and land whole elsewhere, unless
+ *     COLL_TCP_RECV_REDUCE_LOCAL says always or never, with exact sums
+ *     each way (eager and rendezvous chunks); a value that is neither
+ *     fails init;
  *   - direct polling: the sockets are read on every progress turn (cold
  *     in the event loop) exactly where all of them fit
  *     COLL_TCP_POLL_DIRECT and the ranks have a CPU each, and messages of
@@ -799,9 +801,11 @@ END_TEST
 
 /* ---- receives that reduce, between ranks of one kernel ------------------------- */
 
-/* COLL_TCP_RECV_REDUCE_LOCAL (NULL: unset, receive then reduce) with the
+/* COLL_TCP_RECV_REDUCE_LOCAL (NULL: unset, in_place: fold where the
+ * all-reduce is in place, receive then reduce out of place) with the
  * eager limit and pipeline chunk that send the ring's chunks eagerly (some
- * arriving before their receive) or by rendezvous. */
+ * arriving before their receive) or by rendezvous; and a value that is
+ * neither, which fails init on every rank naming it. */
 typedef struct fold_case {
     const char *fold;
     const char *eager_limit;
@@ -809,8 +813,19 @@ typedef struct fold_case {
 } fold_case_t;
 
 static const fold_case_t fold_cases[] = {
-    {NULL, "2M", "16K"}, {"1", "2M", "16K"}, {"1", "0", "256K"}, {"0", "0", "256K"},
+    {NULL, "2M", "16K"},      {"1", "2M", "16K"},       {"1", "0", "256K"},
+    {"0", "0", "256K"},       {"in_place", "0", "256K"}, {"sometimes", "2M", "16K"},
 };
+
+/* The endpoints' recv_fold for a setting (-1: init must fail). */
+static int fold_wanted(const char *fold)
+{
+    if (!fold || strcmp(fold, "in_place") == 0)
+        return COLL_TP_FOLD_IN_PLACE;
+    if (strcmp(fold, "1") == 0 || strcmp(fold, "0") == 0)
+        return fold[0] == '1';
+    return -1;
+}
 
 /* Each endpoint folds exactly where the setting asks, and the ring
  * all-reduce's sums are exact either way, in and out of place (small
@@ -819,7 +834,8 @@ static int rank_fold(int rank, int nranks, const coll_unique_id_t *id, void *arg
 {
     const fold_case_t *fc = arg;
     const size_t count = 300007;
-    int want = fc->fold && strcmp(fc->fold, "1") == 0;
+    int want = fold_wanted(fc->fold);
+    coll_comm_t comm;
     float *in = malloc(count * sizeof(float)), *out = malloc(count * sizeof(float));
 
     RANK_CHECK(in && out, "out of memory");
@@ -828,7 +844,16 @@ static int rank_fold(int rank, int nranks, const coll_unique_id_t *id, void *arg
     setenv("COLL_TCP_EAGER_LIMIT_LOCAL", fc->eager_limit, 1);
     setenv("COLL_PIPELINE_CHUNK", fc->chunk, 1);
     setenv("COLL_ALGO", "allreduce:ring", 1);
-    coll_comm_t comm = harness_init(rank, nranks, id);
+    if (want < 0) {
+        coll_status_t st = coll_comm_init_rank(&comm, nranks, *id, rank);
+        RANK_CHECK(st == COLL_ERR_INVALID_ARG &&
+                   strstr(coll_get_last_error(NULL), "COLL_TCP_RECV_REDUCE_LOCAL='sometimes'"),
+                   "init: %s: %s", coll_status_str(st), coll_get_last_error(NULL));
+        free(in);
+        free(out);
+        return 0;
+    }
+    comm = harness_init(rank, nranks, id);
     for (int peer = 0; peer < nranks; peer++)
         if (peer != rank)
             RANK_CHECK(comm->peers[peer].ep->recv_fold == want, "COLL_TCP_RECV_REDUCE_LOCAL "

@@ -235,9 +235,12 @@ struct coll_tp_ep {
     char desc[96]; /* "rank 3 (10.0.0.3:41234)", for messages */
     /* Receives that reduce fold here as the data arrives (coll_tp_req_t.fold)
      * instead of landing in scratch that a reduce step reads after; set by
-     * the transport when it makes the endpoint, where that costs less. */
+     * the transport when it makes the endpoint, where that costs less: 1
+     * always, COLL_TP_FOLD_IN_PLACE only where the fold writes over its
+     * local operand (dst == local), 0 never. */
     int recv_fold;
 };
+#define COLL_TP_FOLD_IN_PLACE 2
 
 struct coll_tp_ops {
     size_t size;

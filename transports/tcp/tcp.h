@@ -256,7 +256,7 @@ struct tcp_iface {
     size_t eager_window_local; /* COLL_TCP_EAGER_WINDOW_LOCAL */
     int nsocks;               /* COLL_NSOCKS */
     int nsocks_local;         /* COLL_NSOCKS_LOCAL */
-    int recv_fold_local;      /* COLL_TCP_RECV_REDUCE_LOCAL */
+    int recv_fold_local;      /* COLL_TCP_RECV_REDUCE_LOCAL: coll_tp_ep.recv_fold */
     uint64_t host_hash;       /* coll_host_hash(): which peers share our kernel */
     int bufsize;              /* COLL_SOCKET_BUFSIZE (0: the kernel's autotuning) */
     char congestion_local[16]; /* COLL_TCP_CONGESTION_LOCAL ("": the system's) */

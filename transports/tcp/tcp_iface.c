@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -122,6 +123,24 @@ static void listen_handler(void *arg, uint32_t events)
  * the kernel refuses fails here rather than leaving sockets on the default
  * unnoticed; the default name, refused (a kernel without it, a sandbox),
  * is dropped with a note instead. */
+/* COLL_TCP_RECV_REDUCE_LOCAL: a boolean, or in_place (the endpoint's
+ * recv_fold, COLL_TP_FOLD_IN_PLACE). */
+static coll_status_t read_recv_fold_local(tcp_iface_t *iface)
+{
+    const char *text = coll_param_raw(COLL_PARAM_TCP_RECV_REDUCE_LOCAL);
+
+    if (strcasecmp(text, "in_place") == 0) {
+        iface->recv_fold_local = COLL_TP_FOLD_IN_PLACE;
+        return COLL_OK;
+    }
+    if (coll_parse_bool(text, &iface->recv_fold_local) == 0)
+        return COLL_OK;
+    return coll_error(COLL_SUBSYS_ENV, COLL_ERR_INVALID_ARG, "rank %d: "
+                      "COLL_TCP_RECV_REDUCE_LOCAL='%s' is neither a boolean (1/0, yes/no, "
+                      "on/off, true/false) nor in_place (default in_place)",
+                      iface->super.params.rank, text);
+}
+
 static coll_status_t read_congestion(tcp_iface_t *iface)
 {
     const char *name = coll_param_raw(COLL_PARAM_TCP_CONGESTION_LOCAL);
@@ -182,7 +201,7 @@ static coll_status_t read_settings(tcp_iface_t *iface)
                                      &iface->eager_window));
     COLL_CHECK(coll_param_size_range(COLL_PARAM_TCP_EAGER_WINDOW_LOCAL, 0, TCP_EAGER_WINDOW_MAX,
                                      rank, &iface->eager_window_local));
-    COLL_CHECK(coll_param_bool(COLL_PARAM_TCP_RECV_REDUCE_LOCAL, &iface->recv_fold_local));
+    COLL_CHECK(read_recv_fold_local(iface));
     iface->host_hash = coll_host_hash();
     /* SO_SNDBUF and SO_RCVBUF take an int */
     COLL_CHECK(coll_param_size_range(COLL_PARAM_SOCKET_BUFSIZE, 0, 1u << 30, rank, &bufsize));
