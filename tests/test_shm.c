@@ -692,16 +692,22 @@ static int rank_crowd_reads(int rank, int nranks, const coll_unique_id_t *id, vo
     return 0;
 }
 
-/* Messages each rank read from its peers' memory because ranks share CPUs,
- * summed over the lines of its log that say so (none: 0). */
-static unsigned long reads_logged(int rank)
+/* The counts that open the lines of rank's log matching `pattern` (a
+ * grep -o pattern that starts with the count), summed (none: 0). */
+static unsigned long counts_logged(int rank, const char *pattern)
 {
     char cmd[512], out[64];
 
-    snprintf(cmd, sizeof(cmd), "grep -o '[0-9]* messages from .* were read where ranks share' "
-             "%s/rank%d.log | awk '{n += $1} END {print n + 0}'", log_dir, rank);
+    snprintf(cmd, sizeof(cmd), "grep -o '%s' %s/rank%d.log | awk '{n += $1} END {print n + 0}'",
+             pattern, log_dir, rank);
     harness_sh(cmd, out, sizeof(out));
     return strtoul(out, NULL, 10);
+}
+
+/* Messages each rank read from its peers' memory because ranks share CPUs. */
+static unsigned long reads_logged(int rank)
+{
+    return counts_logged(rank, "[0-9]* messages from .* were read where ranks share");
 }
 
 /* CROWD_ON: every block of the all-gathers (eager where ranks have CPUs
@@ -1375,24 +1381,20 @@ static void fold_put(void *buf, size_t i, int dt, double v)
         ((double *)buf)[i] = v;
 }
 
-static int rank_fold(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+/* Float and int64 sum, double min, and with `avg` a float average too:
+ * all-reduces of 1000003 elements (an odd count, so blocks and chunks end
+ * off any alignment), out of place and in place, each result checked
+ * (exactly; the average to a millionth). `name` labels failures. */
+static void fold_kinds_check(coll_comm_t comm, int rank, int nranks, int avg, const char *name)
 {
-    const struct fold_case *fc = &fold_cases[*(int *)arg];
-    /* float and int64 sum, double min; an odd count, so blocks and chunks
-     * end off any alignment */
     static const struct { int dt, op; size_t esize; } kinds[] = {
-        {COLL_FLOAT32, COLL_SUM, 4}, {COLL_INT64, COLL_SUM, 8}, {COLL_FLOAT64, COLL_MIN, 8}};
-    size_t count = 1000003;
+        {COLL_FLOAT32, COLL_SUM, 4}, {COLL_INT64, COLL_SUM, 8}, {COLL_FLOAT64, COLL_MIN, 8},
+        {COLL_FLOAT32, COLL_AVG, 4}};
+    const size_t count = 1000003;
+    size_t nkinds = sizeof(kinds) / sizeof(kinds[0]) - !avg;
 
-    setenv("COLL_TRANSPORTS", "shm", 1);
-    setenv("COLL_ALGO", "allreduce:ring", 1);
-    setenv("COLL_PIPELINE_CHUNK", fc->chunk, 1);
-    setenv("COLL_SHM_CMA_THRESHOLD", fc->cma_threshold, 1);
-    setenv("COLL_RECV_REDUCE", fc->fold, 1);
-    setenv("COLL_SHM_CMA_ADAPT", "0", 1); /* the single-copy cases read every piece */
-    coll_comm_t comm = harness_init(rank, nranks, id);
-    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-        int dt = kinds[k].dt;
+    for (size_t k = 0; k < nkinds; k++) {
+        int dt = kinds[k].dt, is_avg = kinds[k].op == COLL_AVG;
         void *in = malloc(count * kinds[k].esize), *out = malloc(count * kinds[k].esize);
         RANK_CHECK(in && out, "out of memory");
         for (int in_place = 0; in_place < 2; in_place++) {
@@ -1401,15 +1403,31 @@ static int rank_fold(int rank, int nranks, const coll_unique_id_t *id, void *arg
             RANK_OK(coll_allreduce(in, in_place ? in : out, count, (coll_datatype_t)dt,
                                    (coll_op_t)kinds[k].op, comm));
             const void *res = in_place ? in : out;
-            for (size_t i = 0; i < count; i++)
-                RANK_CHECK(fold_get(res, i, dt) == fold_expect(nranks, i, dt),
-                           "%s, type %d, %s: element %zu is %g, expected %g", fc->name, dt,
-                           in_place ? "in place" : "out of place", i, fold_get(res, i, dt),
-                           fold_expect(nranks, i, dt));
+            for (size_t i = 0; i < count; i++) {
+                double want = fold_expect(nranks, i, dt) / (is_avg ? nranks : 1);
+                double got = fold_get(res, i, dt), off = got > want ? got - want : want - got;
+                RANK_CHECK(is_avg ? off <= 1e-6 * want : got == want,
+                           "%s, type %d, op %d, %s: element %zu is %g, expected %g", name, dt,
+                           kinds[k].op, in_place ? "in place" : "out of place", i, got, want);
+            }
         }
         free(in);
         free(out);
     }
+}
+
+static int rank_fold(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const struct fold_case *fc = &fold_cases[*(int *)arg];
+
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    setenv("COLL_ALGO", "allreduce:ring", 1);
+    setenv("COLL_PIPELINE_CHUNK", fc->chunk, 1);
+    setenv("COLL_SHM_CMA_THRESHOLD", fc->cma_threshold, 1);
+    setenv("COLL_RECV_REDUCE", fc->fold, 1);
+    setenv("COLL_SHM_CMA_ADAPT", "0", 1); /* the single-copy cases read every piece */
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    fold_kinds_check(comm, rank, nranks, 0, fc->name);
     coll_comm_destroy(comm);
     return 0;
 }
@@ -1440,16 +1458,13 @@ static const struct reply_case {
     {"process_vm_writev refused", 2, 1, "1", 0},
 };
 #define NREPLY (int)(sizeof(reply_cases) / sizeof(reply_cases[0]))
-#define REPLY_CALLS 6 /* three kinds below that are not an average, in place and out */
+#define REPLY_CALLS 6 /* fold_kinds_check's three kinds that are not an average, in place and out */
 
 static int rank_reply(int rank, int nranks, const coll_unique_id_t *id, void *arg)
 {
     const struct reply_case *rc = &reply_cases[*(int *)arg];
-    static const struct { int dt, op; size_t esize; } kinds[] = {
-        {COLL_FLOAT32, COLL_SUM, 4}, {COLL_INT64, COLL_SUM, 8}, {COLL_FLOAT64, COLL_MIN, 8},
-        {COLL_FLOAT32, COLL_AVG, 4}};
-    size_t count = 1000003; /* halves of about 2 MiB of float: read, not through the ring */
 
+    /* halves of about 2 MiB of float: read, not through the ring */
     shm_only_logged(rank);
     setenv("COLL_ALGO", "allreduce:butterfly", 1);
     setenv("COLL_SHM_CMA_THRESHOLD", "512K", 1);
@@ -1458,41 +1473,15 @@ static int rank_reply(int rank, int nranks, const coll_unique_id_t *id, void *ar
     coll_comm_t comm = harness_init(rank, nranks, id);
     if (rc->refuse_write)
         refuse_syscall(__NR_process_vm_writev);
-    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-        int dt = kinds[k].dt, avg = kinds[k].op == COLL_AVG;
-        void *in = malloc(count * kinds[k].esize), *out = malloc(count * kinds[k].esize);
-        RANK_CHECK(in && out, "out of memory");
-        for (int in_place = 0; in_place < 2; in_place++) {
-            for (size_t i = 0; i < count; i++)
-                fold_put(in, i, dt, fold_value(rank, i, dt));
-            RANK_OK(coll_allreduce(in, in_place ? in : out, count, (coll_datatype_t)dt,
-                                   (coll_op_t)kinds[k].op, comm));
-            const void *res = in_place ? in : out;
-            for (size_t i = 0; i < count; i++) {
-                double want = fold_expect(nranks, i, dt) / (avg ? nranks : 1);
-                double got = fold_get(res, i, dt), off = got > want ? got - want : want - got;
-                RANK_CHECK(avg ? off <= 1e-6 * want : got == want,
-                           "%s, type %d, op %d, %s: element %zu is %g, expected %g",
-                           rc->name, dt, kinds[k].op, in_place ? "in place" : "out of place",
-                           i, got, want);
-            }
-        }
-        free(in);
-        free(out);
-    }
+    fold_kinds_check(comm, rank, nranks, 1, rc->name);
     coll_comm_destroy(comm);
     return 0;
 }
 
-/* Messages a rank wrote back, summed over its log's lines (none: 0). */
+/* Messages a rank wrote back. */
 static unsigned long replies_logged(int rank)
 {
-    char cmd[512], out[64];
-
-    snprintf(cmd, sizeof(cmd), "grep -o '[0-9]* reduced messages from .* were written back' "
-             "%s/rank%d.log | awk '{n += $1} END {print n + 0}'", log_dir, rank);
-    harness_sh(cmd, out, sizeof(out));
-    return strtoul(out, NULL, 10);
+    return counts_logged(rank, "[0-9]* reduced messages from .* were written back");
 }
 
 START_TEST(test_reply)
