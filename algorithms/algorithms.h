@@ -31,6 +31,7 @@ typedef struct coll_cost_in {
                        host runs more ranks than it has CPUs for them */
     int pull;       /* every pair's transport lets a receiver copy a message out
                        of the sender's memory: data moves on the receiver's CPU */
+    int one_host;   /* every rank on one host: what moves the bytes is CPUs, no wire */
 } coll_cost_in_t;
 
 typedef struct coll_algo {

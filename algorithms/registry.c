@@ -171,6 +171,7 @@ static void cost_inputs(struct coll_comm *comm, const coll_args_t *a, coll_cost_
     c->det = a->deterministic;
     c->crowd = comm->crowd;
     c->pull = comm->pull;
+    c->one_host = comm->one_host;
 }
 
 typedef struct cheapest_ctx {

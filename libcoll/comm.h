@@ -138,6 +138,7 @@ struct coll_comm {
                                       above 1: oversubscribed */
     int pull;                      /* every pair's transport lets receivers read senders'
                                       memory (coll_tp_perf_t.pull) */
+    int one_host;                  /* every rank on one host: no wire between any pair */
     uint32_t coll_seq;             /* collectives started */
     uint32_t split_seq;
 

@@ -520,13 +520,21 @@ static const struct {
     {COLL_ALLTOALL, "linear"},    {COLL_ALLGATHER, "linear"},
 };
 
-/* crowd: ranks per CPU; pull: receivers read senders' memory */
+/* crowd: ranks per CPU; pull: receivers read senders' memory; one_host:
+ * every rank on one host */
+static double cost_placed(coll_coll_t coll, const char *name, double p, double n, double crowd,
+                          int pull, int one_host)
+{
+    coll_cost_in_t c = {.p = p, .n = n, .alpha = 20e-6, .beta = 1e-9, .gamma = 0.1e-9,
+                        .copy = 1e-10, .chunk = 256 << 10, .crowd = crowd, .pull = pull,
+                        .one_host = one_host};
+    return coll_algo_find(coll, name)->cost(&c);
+}
+
 static double cost_crowded(coll_coll_t coll, const char *name, double p, double n, double crowd,
                            int pull)
 {
-    coll_cost_in_t c = {.p = p, .n = n, .alpha = 20e-6, .beta = 1e-9, .gamma = 0.1e-9,
-                        .copy = 1e-10, .chunk = 256 << 10, .crowd = crowd, .pull = pull};
-    return coll_algo_find(coll, name)->cost(&c);
+    return cost_placed(coll, name, p, n, crowd, pull, 0);
 }
 
 static double cost_of(coll_coll_t coll, const char *name, double p, double n)
@@ -580,6 +588,21 @@ START_TEST(test_registry)
                   cost_crowded(COLL_ALLREDUCE, "ring", p, 4e6, 1, 1));
         ck_assert(cost_crowded(COLL_ALLREDUCE, "ring", p, 4e6, 1, 0) <
                   cost_crowded(COLL_ALLREDUCE, "butterfly", p, 4e6, 1, 0));
+    }
+    /* sockets between ranks that share the CPUs of one host: the butterfly
+     * at mid sizes only, and not across hosts or with a CPU per rank */
+    for (int p = 4; p <= 8; p *= 2) {
+        double crowd = p / 2.0, mid = (1 << 20) / crowd;
+        ck_assert(cost_placed(COLL_ALLREDUCE, "butterfly", p, mid, crowd, 0, 1) <
+                  cost_placed(COLL_ALLREDUCE, "ring", p, mid, crowd, 0, 1));
+        ck_assert(cost_placed(COLL_ALLREDUCE, "ring", p, mid, crowd, 0, 0) <
+                  cost_placed(COLL_ALLREDUCE, "butterfly", p, mid, crowd, 0, 0));
+        ck_assert(cost_placed(COLL_ALLREDUCE, "ring", p, mid, 1, 0, 1) <
+                  cost_placed(COLL_ALLREDUCE, "butterfly", p, mid, 1, 0, 1));
+        ck_assert(cost_placed(COLL_ALLREDUCE, "ring", p, 2 * mid, crowd, 0, 1) <
+                  cost_placed(COLL_ALLREDUCE, "butterfly", p, 2 * mid, crowd, 0, 1));
+        ck_assert(cost_placed(COLL_ALLREDUCE, "butterfly", p, 32 << 10, crowd, 0, 1) ==
+                  cost_placed(COLL_ALLREDUCE, "butterfly", p, 32 << 10, crowd, 0, 0));
     }
 }
 END_TEST
