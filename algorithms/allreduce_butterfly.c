@@ -231,30 +231,24 @@ static void build(coll_sched_t *s)
         coll_sched_send(s, a->recvbuf, bytes, f.r - 1, 1, COLL_DEPS(prev));
 }
 
-/* Each step waits for its whole message before the next one starts, so
- * the link idles while the last bytes drain: about one pipeline chunk
- * (or the half exchanged, when smaller) per step boundary. Where every
- * pair shares memory (c->pull) there is no link to idle: the CPUs that
- * move the bytes are the ones that go on to the next step (2 and 4 ranks,
- * 64 KiB to 64 MiB, this against the ring: level to 512 KiB, then 7-25%
- * faster; 3-4 alternating rounds on 2026-12-06). */
-/* Nor where all ranks share the CPUs of one host, over its loopback, at
- * small-to-mid sizes: a rank waiting for a step's last bytes gives its
- * CPU to a rank that has work, and the butterfly saves the ring's extra
- * step boundaries (a rendezvous or a wake-up each). Below
- * CROWDED_HALVES_MIN recursive doubling's log2 p steps beat its 2 log2 p;
- * once the vectors of the ranks that share a CPU exceed
- * CROWDED_HALVES_MAX together the ring is level or faster. TCP, 4-12
- * alternating rounds, this one's time over the other's out / in place
+/* Where all ranks share the CPUs of one host, over its loopback, at
+ * small-to-mid sizes, nothing drains between steps (drain below): a rank
+ * waiting for a step's last bytes gives its CPU to a rank that has work,
+ * and the butterfly saves the ring's extra step boundaries (a rendezvous
+ * or a wake-up each). Below CROWDED_HALVES_MIN recursive doubling's log2 p
+ * steps beat its 2 log2 p; once the vectors of the ranks that share a CPU
+ * exceed CROWDED_HALVES_MAX together the ring is level or faster. TCP,
+ * 4-12 alternating rounds, this one's time over the other's out / in place
  * (medians of the rounds' ratios, 2026-12-07): against the ring, 4 ranks
  * on 2 CPUs 64 KiB 0.68 / 0.70 (200 calls a launch) and 0.71-0.92 /
  * 0.75-0.85 in sweeps of 20 calls a size, either order; 256 KiB 0.90 /
- * 0.83 with 200 calls but 1.03-1.19 slower with 20; 1 MiB 1.02 / 1.01; 8
+ * 0.83 with 200 calls but 1.01-1.19 with 20; 1 MiB 1.02 / 1.01; 8
  * ranks 64 KiB 0.56 / 0.56, in sweeps 0.51-0.65; 1 MiB 1.14 / 1.15.
  * Against recursive doubling, 4 ranks 16 KiB 1.51 / 1.49, 32 KiB 1.18 /
  * 1.29, 64 KiB 0.71 / 0.95; 8 ranks 16 KiB 1.37 / 1.39, 64 KiB 0.47 /
- * 0.57. With a CPU per rank the drain shows (2 ranks, 1 MiB: 269 / 265
- * -> 328 / 268 us against the ring). */
+ * 0.57. With a CPU per rank the drain shows (2 ranks, 1 MiB: 269 / 265 ->
+ * 328 / 268 us against the ring).
+ */
 #define CROWDED_HALVES_MIN (64u << 10)
 #define CROWDED_HALVES_MAX (256u << 10)
 
@@ -264,6 +258,14 @@ static int crowded_halves(const coll_cost_in_t *c)
            c->crowd * c->n <= CROWDED_HALVES_MAX;
 }
 
+/* Each step waits for its whole message before the next one starts, so
+ * the link idles while the last bytes drain: about one pipeline chunk
+ * (or the half exchanged, when smaller) per step boundary. Where every
+ * pair shares memory (c->pull) there is no link to idle: the CPUs that
+ * move the bytes are the ones that go on to the next step (2 and 4 ranks,
+ * 64 KiB to 64 MiB, this against the ring: level to 512 KiB, then 7-25%
+ * faster; 3-4 alternating rounds on 2026-12-06); nor where ranks share
+ * one host's CPUs at small-to-mid sizes (crowded_halves). */
 static double drain(const coll_cost_in_t *c)
 {
     double half = c->n / 2;
