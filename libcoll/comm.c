@@ -1065,14 +1065,6 @@ static double crowding(const struct coll_comm *comm, const uint8_t *rows, size_t
     return most;
 }
 
-static int one_host(const struct coll_comm *comm)
-{
-    for (int r = 1; r < comm->nranks; r++)
-        if (comm->peers[r].info.host_hash != comm->peers[0].info.host_hash)
-            return 0;
-    return 1;
-}
-
 /* Every rank sends its cost-model inputs, its mailbox size, the pipeline
  * chunk its links ask for and the CPUs it may use to every rank, and all
  * keep the maximum of each input and the minimum size (and pull only
@@ -1134,7 +1126,9 @@ static coll_status_t agree_costs(struct coll_comm *comm)
     comm->chunk_bulk = (size_t)mine[BULK];
     choose_chunk(comm);
     if (st == COLL_OK) {
-        comm->one_host = one_host(comm);
+        int local_index, nlocal;
+        coll_local_rank(comm, &local_index, &nlocal);
+        comm->one_host = nlocal == comm->nranks; /* every rank shares our host */
         comm->crowd = crowding(comm, in, ROW, NV);
         if (comm->crowd > 1)
             snprintf(crowded, sizeof(crowded), "; a host has %.2g ranks per CPU", comm->crowd);

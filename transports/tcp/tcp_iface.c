@@ -119,10 +119,6 @@ static void listen_handler(void *arg, uint32_t events)
     }
 }
 
-/* COLL_TCP_CONGESTION_LOCAL, tried on a socket of our own so that a name
- * the kernel refuses fails here rather than leaving sockets on the default
- * unnoticed; the default name, refused (a kernel without it, a sandbox),
- * is dropped with a note instead. */
 /* COLL_TCP_RECV_REDUCE_LOCAL: a boolean, or in_place (the endpoint's
  * recv_fold, COLL_TP_FOLD_IN_PLACE). */
 static coll_status_t read_recv_fold_local(tcp_iface_t *iface)
@@ -141,6 +137,10 @@ static coll_status_t read_recv_fold_local(tcp_iface_t *iface)
                       iface->super.params.rank, text);
 }
 
+/* COLL_TCP_CONGESTION_LOCAL, tried on a socket of our own so that a name
+ * the kernel refuses fails here rather than leaving sockets on the default
+ * unnoticed; the default name, refused (a kernel without it, a sandbox),
+ * is dropped with a note instead. */
 static coll_status_t read_congestion(tcp_iface_t *iface)
 {
     const char *name = coll_param_raw(COLL_PARAM_TCP_CONGESTION_LOCAL);
