@@ -236,34 +236,39 @@ static void build(coll_sched_t *s)
  * waiting for a step's last bytes gives its CPU to a rank that has work,
  * and the butterfly saves the ring's extra step boundaries (a rendezvous
  * or a wake-up each). Below CROWDED_HALVES_MIN recursive doubling's log2 p
- * steps beat its 2 log2 p. How far up it wins falls with the crowding
- * (because, we think, the more ranks a CPU runs, the less often both ends
- * of a pairwise step run together, where the ring's chunks move between
- * any two neighbours that do). The bound, crowd^2 n <= CROWDED_HALVES_MAX, is fitted to these
- * measurements (TCP, alternating launches in both orders, this one's time
- * over the ring's out / in place, medians of the rounds' ratios, Intel VM
- * 2026-12-07). 4 ranks on 2 CPUs, sweeps of 20 calls a size: 64 KiB
- * 0.71-0.92 / 0.75-0.85, 256 KiB 0.75-0.84 / 0.72-0.82, 1 MiB 0.87-0.94
- * / 0.83-0.87, 4 MiB 0.98-1.04 / 0.95-1.06, 16 MiB 1.15-1.18 /
- * 1.01-1.10; launches of one size: 64 KiB 0.68 / 0.70 (200 calls), 256
- * KiB 0.90 / 0.83 (200) but 1.01-1.19 / 0.90-1.06 (20), 1 MiB 0.98-1.06
- * / 0.89-0.95 (200; 1.02 / 1.01 in an earlier batch) and 0.87-0.97 /
- * 0.83-0.92 (40). 8 ranks, sweeps: 64 KiB 0.51-0.65, 256 KiB 0.72-0.76
- * / 0.74-0.79, 1 MiB 0.78-0.95 / 0.81-0.94, 4 MiB 1.15-1.25 /
- * 1.15-1.18; launches of 50-100 calls: 256 KiB 0.87 / 0.81, 512 KiB
- * 1.12-1.16 / 0.93-1.24, 1 MiB 1.06-1.14 / 1.00-1.15.
+ * steps beat its 2 log2 p. How far up it wins falls steeply with the
+ * crowding (because, we think, the more ranks a CPU runs, the less often
+ * both ends of a pairwise step run together, where the ring's chunks move
+ * between any two neighbours that do): the bound, crowd^3 n <=
+ * CROWDED_HALVES_MAX (4 ranks on 2 CPUs: 1 MiB; 8 ranks: 128 KiB; 16:
+ * none), is fitted to these measurements. TCP, alternating launches of
+ * one size in both orders, this one's time over the ring's out / in
+ * place, medians of the rounds' ratios, Intel VM 2026-12-07: 4 ranks 64
+ * KiB 0.68 / 0.70 (200 calls a launch), 256 KiB 0.90 / 0.83 (100-200)
+ * but 1.08-1.19 / 0.90-1.06 (20), 1 MiB 0.98-1.06 / 0.89-0.95 (200; 1.02
+ * / 1.01 in an earlier batch), 4 MiB 1.03 / 0.98; 8 ranks 64 KiB 0.56 /
+ * 0.56, 128 KiB 0.69-0.74 / 0.71-1.03 (100), 256 KiB 1.05-1.18 /
+ * 0.82-1.29 (100; 0.87 / 0.81 in an earlier batch of 50), 512 KiB
+ * 1.12-1.16 / 0.93-1.24, 1 MiB 1.06-1.14 / 1.00-1.15. In sweeps of 20
+ * calls a size (as bench/compare.sh) with the butterfly forced it looked
+ * faster still (4 ranks 1 MiB 0.87-0.94 / 0.83-0.87; 8 ranks 256 KiB
+ * 0.72-0.76 / 0.74-0.79), but there the largest size's warm-up had run
+ * the butterfly too: loopback sockets that have carried little are
+ * slow, and against the library before, both unforced, the 4-rank 1 MiB
+ * took 1.01-1.05 / 0.90-1.00 of its time. (Where p is not a power of
+ * two the fold step keeps the ring cheaper at these sizes.)
  * Against recursive doubling, 4 ranks 16 KiB 1.51 / 1.49, 32 KiB 1.18 /
  * 1.29, 64 KiB 0.71 / 0.95; 8 ranks 16 KiB 1.37 / 1.39, 64 KiB 0.47 /
  * 0.57. With a CPU per rank the drain shows (2 ranks, 1 MiB: 269 / 265 ->
  * 328 / 268 us against the ring).
  */
 #define CROWDED_HALVES_MIN (64u << 10)
-#define CROWDED_HALVES_MAX (4u << 20)
+#define CROWDED_HALVES_MAX (8u << 20)
 
 static int crowded_halves(const coll_cost_in_t *c)
 {
     return c->one_host && c->crowd > 1 && c->n >= CROWDED_HALVES_MIN &&
-           c->crowd * c->crowd * c->n <= CROWDED_HALVES_MAX;
+           c->crowd * c->crowd * c->crowd * c->n <= CROWDED_HALVES_MAX;
 }
 
 /* Each step waits for its whole message before the next one starts, so

@@ -592,7 +592,7 @@ START_TEST(test_registry)
     /* sockets between ranks that share the CPUs of one host: the butterfly
      * at mid sizes only, and not across hosts or with a CPU per rank */
     for (int p = 4; p <= 8; p *= 2) {
-        double crowd = p / 2.0, mid = (4 << 20) / (crowd * crowd); /* 4: 1 MiB, 8: 256 KiB */
+        double crowd = p / 2.0, mid = (8 << 20) / (crowd * crowd * crowd); /* 4: 1 MiB, 8: 128 KiB */
         ck_assert(cost_placed(COLL_ALLREDUCE, "butterfly", p, mid, crowd, 0, 1) <
                   cost_placed(COLL_ALLREDUCE, "ring", p, mid, crowd, 0, 1));
         ck_assert(cost_placed(COLL_ALLREDUCE, "ring", p, mid, crowd, 0, 0) <
