@@ -241,26 +241,17 @@ static void build(coll_sched_t *s)
  * both ends of a pairwise step run together, where the ring's chunks move
  * between any two neighbours that do): the bound, crowd^3 n <=
  * CROWDED_HALVES_MAX (4 ranks on 2 CPUs: 1 MiB; 8 ranks: 128 KiB; 16:
- * none), is fitted to these measurements. TCP, alternating launches of
- * one size in both orders, this one's time over the ring's out / in
- * place, medians of the rounds' ratios, Intel VM 2026-12-07: 4 ranks 64
- * KiB 0.68 / 0.70 (200 calls a launch), 256 KiB 0.90 / 0.83 (100-200)
- * but 1.08-1.19 / 0.90-1.06 (20), 1 MiB 0.98-1.06 / 0.89-0.95 (200; 1.02
- * / 1.01 in an earlier batch), 4 MiB 1.03 / 0.98; 8 ranks 64 KiB 0.56 /
- * 0.56, 128 KiB 0.69-0.74 / 0.71-1.03 (100), 256 KiB 1.05-1.18 /
- * 0.82-1.29 (100; 0.87 / 0.81 in an earlier batch of 50), 512 KiB
- * 1.12-1.16 / 0.93-1.24, 1 MiB 1.06-1.14 / 1.00-1.15. In sweeps of 20
- * calls a size (as bench/compare.sh) with the butterfly forced it looked
- * faster still (4 ranks 1 MiB 0.87-0.94 / 0.83-0.87; 8 ranks 256 KiB
- * 0.72-0.76 / 0.74-0.79), but there the largest size's warm-up had run
- * the butterfly too: loopback sockets that have carried little are
- * slow, and against the library before, both unforced, the 4-rank 1 MiB
- * took 1.01-1.05 / 0.90-1.00 of its time. (Where p is not a power of
- * two the fold step keeps the ring cheaper at these sizes.)
- * Against recursive doubling, 4 ranks 16 KiB 1.51 / 1.49, 32 KiB 1.18 /
- * 1.29, 64 KiB 0.71 / 0.95; 8 ranks 16 KiB 1.37 / 1.39, 64 KiB 0.47 /
- * 0.57. With a CPU per rank the drain shows (2 ranks, 1 MiB: 269 / 265 ->
- * 328 / 268 us against the ring).
+ * none), is fitted to measurements over TCP on the Intel VM of
+ * 2026-12-07, launches of 50-200 calls, this one's time over the ring's
+ * out / in place: 4 ranks 64 KiB 0.68 / 0.70, 1 MiB 0.98-1.06 /
+ * 0.89-0.95, 4 MiB 1.03 / 0.98; 8 ranks 128 KiB 0.69-0.74 / 0.71-1.03,
+ * 256 KiB 1.05-1.18 / 0.82-1.29. Against recursive doubling 4 ranks 16
+ * KiB 1.51 / 1.49, 64 KiB 0.71 / 0.95. With a CPU per rank the drain
+ * shows (2 ranks, 1 MiB: 269 / 265 -> 328 / 268 us against the ring).
+ * Every figure, and why forced sweeps mislead here (sockets warmed by the
+ * warm-up): docs/performance-history.md, "The crowded butterfly to 1 MiB
+ * on 4 ranks". Where p is not a power of two the fold step keeps the
+ * ring cheaper at these sizes.
  */
 #define CROWDED_HALVES_MIN (64u << 10)
 #define CROWDED_HALVES_MAX (8u << 20)
