@@ -9,7 +9,7 @@
  * ranks on 2 CPUs, medians of 5 alternating launches, out of place, when
  * the blocks were still read: 1 MiB 263 -> 220 us, 64 KiB 42 -> 20
  * (docs/algorithms.md); through the rings since, 1 MiB 257-267 against
- * 177-187 (docs/performance.md). Where senders push the
+ * 177-187 (docs/performance-sets.md). Where senders push the
  * data (TCP) each block still waits for its sender to run, the two were
  * level, and pairwise, which never floods a link with p-1 messages at
  * once, wins the tie; so it does with a CPU per rank.

@@ -10,7 +10,7 @@
  * such a host makes it the cheapest tree from 64 KiB up (mailboxes take
  * the smaller calls): the fewest copies at once. Measured it is, but for
  * 512 KiB to 2 MiB with shared memory, where the chain was faster in
- * most sets (docs/performance.md).
+ * most sets (docs/performance-sets.md).
  * Latency-optimal, so the choice for small vectors; every step moves the
  * whole vector, so large ones do better with chain or scatter_allgather
  * where every rank has a CPU.

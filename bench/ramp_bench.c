@@ -14,7 +14,7 @@
  * half the later rate, and the slow state returns after about a second
  * without copying: spinning on integers or vector registers, or bouncing
  * one cache line between the CPUs, does not leave it; copying within
- * each CPU's own memory does (docs/performance.md, "What warms up").
+ * each CPU's own memory does (docs/performance-sets.md, "What warms up").
  * A benchmark that times 20 calls after 5 warm-up calls therefore times
  * the host's ramp at its first size, whatever the library.
  */

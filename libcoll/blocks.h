@@ -8,7 +8,7 @@
  * metal, and 9-10 us in a VM whose host hands back guest memory that the
  * guest freed (the development machine since 2026-12: a 512 KiB block
  * costs 1.2 ms to fault in, against 4 us to write once mapped;
- * docs/performance.md, "Fresh pages"). Smaller blocks come from malloc's
+ * docs/performance-sets.md, "Fresh pages"). Smaller blocks come from malloc's
  * free lists, already mapped. Users: the schedules' scratch (schedule.c),
  * the payloads of eager messages that arrive before their receive
  * (transports/util/match.h).

@@ -105,7 +105,7 @@ static coll_status_t check_pair(call_t *c, size_t sbytes, size_t rbytes, int in_
  * Emulated cluster, 4 hosts at 1 Gbit/s, 16 and 64 MiB: the all-reduce
  * went from 81-91% of the link to 88-93%, the broadcast (a chain) fell
  * from 84-93% to 78-88%, reduce-scatter and all-gather stayed level
- * (docs/performance.md). count * esize is the same on every rank. */
+ * (docs/performance-sets.md). count * esize is the same on every rank. */
 static size_t call_chunk(const call_t *c)
 {
     struct coll_comm *comm = c->comm;

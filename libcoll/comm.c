@@ -462,7 +462,7 @@ static coll_status_t read_window(struct coll_comm *comm)
 }
 
 /* COLL_STREAM_MIN: "auto" is half the L3, where streaming results out of
- * place measured faster (docs/performance.md, "Results stored past the
+ * place measured faster (docs/performance-sets.md, "Results stored past the
  * cache"). Where the L3 is our guess, the host's CPUs may each sit in a
  * complex of their own, with an L3 each: on such a VM (2 vCPUs) a 2-rank
  * all-reduce of 16 MiB in place was 9-16% slower streamed and one of 64
@@ -1139,7 +1139,7 @@ static coll_status_t agree_costs(struct coll_comm *comm)
          * flight on the host (about ranks x 2 windows) stay in the L3.
          * 4 ranks on 2 CPUs, 16 MiB, 5 alternating pairs: 12.1 -> 10.5 ms
          * out of place, 10.7 -> 7.7 in place; with a CPU per rank it cost
-         * 2 ranks 9% out of place at 16 MiB (docs/performance.md). */
+         * 2 ranks 9% out of place at 16 MiB (docs/performance-sets.md). */
         if (comm->window_auto)
             comm->window_bytes = comm->crowd > 1 ? coll_llc_bytes(NULL) / 16 : 0;
         if (comm->window_bytes)

@@ -4,7 +4,7 @@
  * Most programs call a communicator from one thread. A mutex costs that
  * thread two locked instructions per call, and each waits for the call's
  * stores (the peer's mailbox line, say) to leave the core: on 2 ranks
- * with shared memory, a tenth of a small broadcast (docs/performance.md).
+ * with shared memory, a tenth of a small broadcast (docs/performance-sets.md).
  * So the first thread that makes a call other than a query, destroy or
  * abort owns a bias: from its next call on it enters by storing bias.in =
  * 1 and reading bias.revoked, plain instructions. Any other thread that

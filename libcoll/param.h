@@ -195,7 +195,7 @@ typedef enum coll_param_type {
       "at any size (not only up to COLL_SHM_CMA_MAX), and read without being weighed "  \
       "against the ring (COLL_SHM_CMA_ADAPT): there the ring's second copy costs a CPU " \
       "that another rank waits for. auto: 64K on Intel CPUs (measured on an Intel VM, " \
-      "docs/performance.md); elsewhere 0, as on an AMD EPYC, where the ring was "       \
+      "docs/performance-sets.md); elsewhere 0, as on an AMD EPYC, where the ring was "       \
       "faster there; 0: off, as where each rank has a CPU; or a size")                 \
     X(SHM_MAP, COLL_PARAM_BOOL, "1",                                                     \
       "Shared-memory transport: a large message whose buffer lies in memory from "       \

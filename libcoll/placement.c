@@ -6,7 +6,7 @@
  * kernel sees both as cache-hot and may keep them there. On the 2-core
  * development machine 2 unbound ranks started by a plain fork took 1.5-1.7
  * us for a 16-byte all-reduce in most short launches instead of about 0.2
- * (docs/performance.md). collrun and mpirun bind their ranks; torchrun,
+ * (docs/performance-sets.md). collrun and mpirun bind their ranks; torchrun,
  * Slurm without --cpu-bind and a user's own fork do not, so the library
  * offers to do it. Off by default: the binding is the thread's, and
  * threads and processes it starts later (data loaders) inherit it.

@@ -401,7 +401,7 @@ static coll_status_t shm_iface_query(coll_tp_iface_t *tiface, coll_tp_perf_t *pe
      * when the peer polls, about 2 us with the wakeup of a sleeping peer
      * on a busy host; large messages take one copy (process_vm_readv),
      * which runs at a good part of memcpy speed (about 9 GB/s here at
-     * 64 MiB, docs/performance.md), less with two ranks per core. */
+     * 64 MiB, docs/performance-sets.md), less with two ranks per core. */
     perf_p->latency_s = 1e-6;
     perf_p->bandwidth_Bps = 6e9;
     perf_p->overhead_s = 0.3e-6;

@@ -139,7 +139,7 @@ static void way_timed(shm_ep_t *ep, int way, uint64_t t0, size_t len)
  * COLL_SHM_CMA_MAX it counts only where both buffers lie in huge pages
  * (SHM_RTS_HUGE and the receiver's own): in 4 KiB pages the ring was as
  * fast or faster there at every size but 16 MiB, in huge pages the shared
- * read from 4 MiB up (docs/performance.md). Below the limit the two
+ * read from 4 MiB up (docs/performance-sets.md). Below the limit the two
  * copies beat one read: on the Intel VM of 2026-12-07, 2 ranks, 4 KiB
  * pages, alternating rounds, us in place (out of place): broadcast of 1
  * MiB 66 -> 47, of 2 MiB 192 (197) -> 103 (170); scatter of 2 MiB 65 ->

@@ -4,7 +4,7 @@
  * process_vm_readv pins the peer's pages and copies them one page at a
  * time. Above COLL_SHM_CMA_MAX, in 4 KiB pages, that costs 2-3 of the
  * ring's pipelined copies per byte on the development machine, in huge
- * pages (THP or hugetlb) 1-2 (docs/performance.md), so a block there may
+ * pages (THP or hugetlb) 1-2 (docs/performance-sets.md), so a block there may
  * be read. Linux 6.7's PAGEMAP_SCAN answers for a whole range in one call,
  * and stops at the first page that is not huge. Older kernels refuse the
  * call, and their large blocks keep taking the ring.

@@ -67,7 +67,7 @@ void shm_rings_attach(shm_ep_t *ep)
      * store to it still cost microseconds each, with no fault counted.
      * Paid here, not through the first round of the mailbox slots at each
      * new message size: 2 ranks, 4 KiB all-reduce out of place, calls 2-8
-     * at a new size took 11-25 us instead of 1-3 (docs/performance.md).
+     * at a new size took 11-25 us instead of 1-3 (docs/performance-sets.md).
      * Not the rings: 4 times the pages, whose first pass costs each page
      * once in a stream of messages, and touching them here made 8 ranks'
      * init 45% longer. */

@@ -208,7 +208,7 @@ static void untrack_sockets(tcp_iface_t *iface, tcp_ep_t *ep)
 /* Lower latency than epoll for a socket or two: data that arrives while
  * we poll is taken by the next recv, not by an epoll_wait then a recv.
  * 2-rank 16-byte all-reduce over loopback, 8 alternating launches: 10.8
- * -> 9.2 us, Open MPI 11.1 (docs/performance.md). */
+ * -> 9.2 us, Open MPI 11.1 (docs/performance-sets.md). */
 int tcp_iface_poll_direct(tcp_iface_t *iface)
 {
     int took = 0;

@@ -281,7 +281,7 @@ static coll_status_t tcp_iface_addr(coll_tp_iface_t *tiface, coll_tp_addr_t *add
 static coll_status_t tcp_iface_query(coll_tp_iface_t *tiface, coll_tp_perf_t *perf_p)
 {
     tcp_iface_t *iface = (tcp_iface_t *)tiface;
-    /* Loopback figures of the development machine (docs/performance.md);
+    /* Loopback figures of the development machine (docs/performance-sets.md);
      * the algorithm layer refines them by measurement. */
     perf_p->latency_s = 12e-6;
     perf_p->bandwidth_Bps = 3e9;
@@ -290,7 +290,7 @@ static coll_status_t tcp_iface_query(coll_tp_iface_t *tiface, coll_tp_perf_t *pe
     /* Toward a peer of this kernel both sides' system calls, not a wire,
      * set the pace: a 2-rank all-reduce of 16 MiB took 10.2-12.9 ms in
      * 256 KiB pipeline chunks and 7.4-9.5 ms in COLL_TCP_CHUNK_LOCAL
-     * (2 MiB) ones (docs/performance.md). Over a wire smaller chunks fill
+     * (2 MiB) ones (docs/performance-sets.md). Over a wire smaller chunks fill
      * the pipeline sooner, but an eager chunk travels on socket 0 alone,
      * whose unsent backlog (COLL_TCP_CHUNK) is a millisecond at 1 Gbit/s:
      * a sender that is off its CPU longer leaves the link idle. Above the
@@ -298,7 +298,7 @@ static coll_status_t tcp_iface_query(coll_tp_iface_t *tiface, coll_tp_perf_t *pe
      * 4 hosts at 1 Gbit/s, 4 alternating rounds, % of the link: 64 MiB
      * 79-89 eager, 85-91 striped; 4 MiB 72-94 eager, 67-80 striped (the
      * clear-to-send waits behind the other direction's data); Gloo 85-89
-     * and 80-93 (docs/performance.md). */
+     * and 80-93 (docs/performance-sets.md). */
     perf_p->chunk_local = iface->chunk_local;
     perf_p->chunk_remote = iface->nsocks > 1 ? 2 * iface->eager_limit : 0;
     return COLL_OK;
