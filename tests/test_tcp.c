@@ -991,6 +991,124 @@ START_TEST(test_blocks_early)
 }
 END_TEST
 
+/* ---- unexpected eager messages taken over by their receive --------------------- */
+
+#define ADOPT_BYTES (1u << 20)
+#define ADOPT_FLOATS (ADOPT_BYTES / sizeof(float))
+
+/* The rank-1 side of one round: a small message, then `what` (a 1 MiB
+ * send, or a reduce toward rank 0 whose first 1 MiB message follows the
+ * small one on the socket). */
+static int adopt_send(coll_comm_t comm, int what, float *v)
+{
+    int32_t small = what, go = -1;
+    RANK_OK(coll_recv(&go, 1, COLL_INT32, 0, 40 + what, comm));
+    RANK_OK(coll_send(&small, 1, COLL_INT32, 0, 10 + what, comm));
+    if (what == 0 || what == 3)
+        RANK_OK(coll_send(v, ADOPT_FLOATS, COLL_FLOAT32, 0, 20, comm));
+    else
+        RANK_OK(coll_reduce(v, NULL, ADOPT_FLOATS, COLL_FLOAT32, COLL_SUM, 0, comm));
+    if (what == 3)
+        RANK_OK(coll_send(&small, 1, COLL_INT32, 0, 30, comm));
+    return 0;
+}
+
+/* Round 3 on rank 0: progress turns between the header and the receive
+ * (a test of another receive) let part of the payload into the block
+ * first, as when the receive comes later in a stream; whatever part that
+ * is, the result must be whole. */
+static int adopt_late(coll_comm_t comm, float *out)
+{
+    coll_request_t other, big;
+    int32_t tail = -1;
+    int done = 0;
+
+    RANK_OK(coll_irecv(&tail, 1, COLL_INT32, 1, 30, comm, &other));
+    for (int k = 0; k < 3 && !done; k++)
+        RANK_OK(coll_test(&other, &done));
+    RANK_OK(coll_irecv(out, ADOPT_FLOATS, COLL_FLOAT32, 1, 20, comm, &big));
+    RANK_OK(coll_wait(&big));
+    if (!done)
+        RANK_OK(coll_wait(&other));
+    RANK_CHECK(tail == 3, "round 3: last message %d", tail);
+    return 0;
+}
+
+/* Rank 0 sleeps while rank 1 sends a small message and then 1 MiB (plain,
+ * reduced in place, reduced out of place); its wait for the small one
+ * reads the big one's header, which stops the socket's reads there; the
+ * receive posted next takes the payload over (tcp_msg.c, adopt_streaming):
+ * counted, and every value checked. Round 3 posts the receive after some
+ * of the payload went into the block (adopt_late). */
+static int rank_adopt(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    float *v = malloc(ADOPT_BYTES), *out = malloc(ADOPT_BYTES);
+    (void)arg;
+
+    RANK_CHECK(v && out, "out of memory");
+    setenv("COLL_TRANSPORTS", "tcp", 1);
+    /* one receive of the whole vector at the root, posted at the call's
+     * start; Rabenseifner's halves would go both ways */
+    setenv("COLL_ALGO", "reduce:binomial", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    const tcp_ep_t *ep = (const tcp_ep_t *)comm->peers[1 - rank].ep;
+    for (int what = 0; what < 4; what++) {
+        for (size_t i = 0; i < ADOPT_FLOATS; i++)
+            v[i] = (float)(i % 1000) + (float)rank * 1000.0f + (float)what;
+        if (rank == 1) {
+            if (adopt_send(comm, what, v) != 0)
+                return 1;
+            continue;
+        }
+        uint64_t before = ep->rx_adopted;
+        int32_t small = -1;
+        /* nothing of rank 1's may be read before the sleep: it sends on
+         * this go, which rank 0's send completes without reading */
+        RANK_OK(coll_send(&what, 1, COLL_INT32, 1, 40 + what, comm));
+        usleep(200 * 1000); /* rank 1's messages wait in the socket */
+        RANK_OK(coll_recv(&small, 1, COLL_INT32, 1, 10 + what, comm));
+        RANK_CHECK(small == what, "round %d: small message %d", what, small);
+        if (what == 2)
+            memcpy(out, v, ADOPT_BYTES);
+        if (what == 0)
+            RANK_OK(coll_recv(out, ADOPT_FLOATS, COLL_FLOAT32, 1, 20, comm));
+        else if (what == 3) {
+            if (adopt_late(comm, out) != 0)
+                return 1;
+        } else /* 1: in place, the receive folds; 2: out of place, from out */
+            RANK_OK(coll_reduce(what == 1 ? v : out, v, ADOPT_FLOATS, COLL_FLOAT32, COLL_SUM, 0,
+                                comm));
+        int plain = what == 0 || what == 3;
+        for (size_t i = 0; i < ADOPT_FLOATS; i++) {
+            float one = (float)(i % 1000) + (float)what;
+            float want = plain ? one + 1000.0f : 2 * one + 1000.0f;
+            float got = plain ? out[i] : v[i];
+            RANK_CHECK(got == want, "round %d: element %zu is %g, expected %g", what, i,
+                       (double)got, (double)want);
+        }
+        RANK_CHECK(what == 3 || ep->rx_adopted > before, "round %d (%s): the 1 MiB message "
+                   "that came before its receive was not taken over by it", what,
+                   what == 0 ? "recv" : what == 1 ? "reduce in place" : "reduce");
+    }
+    RANK_OK(coll_barrier(comm));
+    RANK_OK(coll_comm_destroy(comm));
+    free(v);
+    free(out);
+    return 0;
+}
+
+START_TEST(test_adopt)
+{
+    int cpus[2];
+    if (harness_own_cpus(cpus, 2) < 2) {
+        printf("test_tcp: adopt: skipped: needs 2 CPUs (sockets are read each turn only "
+               "where each rank has a CPU)\n");
+        return;
+    }
+    ck_assert_int_eq(harness_run(2, rank_adopt, NULL, 60), 0);
+}
+END_TEST
+
 static Suite *tcp_suite(void)
 {
     Suite *s = suite_create("tcp");
@@ -1022,6 +1140,7 @@ static Suite *tcp_suite(void)
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, test_blocks_cache);
     tcase_add_test(tc, test_blocks_early);
+    tcase_add_test(tc, test_adopt);
     suite_add_tcase(s, tc);
     return s;
 }

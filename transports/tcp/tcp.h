@@ -74,6 +74,9 @@
  * it, so that the reduction reads the bytes from cache, not from the
  * destination after a trip to memory (a multiple of COLL_TP_FOLD_ALIGN). */
 #define TCP_FOLD_BYTES (64u << 10)
+/* Unexpected eager messages from this size may be taken over by their
+ * receive while they stream in (tcp_msg.c, adopt_streaming). */
+#define TCP_ADOPT_MIN (64u << 10)
 /* The address blob: the wire address, the sender's socket counts
  * (COLL_NSOCKS, COLL_NSOCKS_LOCAL, a byte each), then its eager windows
  * (COLL_TCP_EAGER_WINDOW, COLL_TCP_EAGER_WINDOW_LOCAL, u32 each). */
@@ -187,6 +190,7 @@ typedef struct tcp_conn {
     int got_bye;
     int in_tx;                /* inside this socket's writer */
     coll_unexp_t *rx_ux;      /* unexpected eager message being filled */
+    int rx_yield;             /* return from the receive loop after this header */
     char rx_text[COLL_WIRE_ERRTEXT_MAX + 1];
     uint32_t rx_crc;          /* COLL_CHECKSUM: the payload's so far */
     int rx_corrupt;           /* test hook: flip the payload's first byte */
@@ -210,6 +214,7 @@ struct tcp_ep {
     int bye_pending;          /* leaving: BYE goes out once all data is queued */
     int tx_errno;             /* a send failed; reported once the input is read */
     int in_rx;                /* inside a receive loop */
+    uint64_t rx_adopted;      /* unexpected eager messages their receive took over */
 
     int nconn;
     size_t chunk;             /* COLL_TCP_CHUNK, or its _LOCAL twin */

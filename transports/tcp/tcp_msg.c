@@ -447,6 +447,13 @@ static void on_eager(tcp_conn_t *c, const tcp_hdr_t *h)
     ux->data = data;
     c->rx_ux = ux;
     rx_expect_payload(c, data, h->len, NULL);
+    /* A socket read on every progress turn stops after this header: the
+     * call now waiting may be done, and the receive for this message,
+     * posted before the next turn, then takes the payload straight from
+     * the socket (adopt_streaming) rather than copying it a second time
+     * out of the block. A root that runs ahead of a stream of broadcasts
+     * sends each message before its receive is posted. */
+    c->rx_yield = h->len >= TCP_ADOPT_MIN && c->src.cold;
 }
 
 static void on_rts(tcp_conn_t *c, const tcp_hdr_t *h)
@@ -760,6 +767,10 @@ static int rx_loop(tcp_conn_t *c)
             if (n > 0 && (c->rx_off += (size_t)n) == hl) {
                 c->rx_off = 0;
                 on_header(c);
+                if (c->rx_yield) {
+                    c->rx_yield = 0;
+                    return 1; /* the next progress turn reads on */
+                }
             }
             break;
         case TCP_RX_PAYLOAD:
@@ -808,11 +819,48 @@ int tcp_conn_on_readable(tcp_conn_t *c)
     return took;
 }
 
+/* req matches the unexpected eager message that a socket of ep is
+ * filling into a block: the bytes in so far go from the block to req, the
+ * rest straight from the socket. 1 if req was taken; 0 leaves it to be
+ * posted (no such message, or its length differs, for the size mismatch
+ * to be reported when it is whole). */
+static int adopt_streaming(tcp_ep_t *ep, coll_tp_req_t *req)
+{
+    for (int i = 0; i < ep->nconn; i++) {
+        tcp_conn_t *c = &ep->conn[i];
+        coll_unexp_t *ux = c->rx_ux;
+        size_t got;
+
+        if (!ux || ux->tag != req->tag || ux->len != req->len || c->rx_state != TCP_RX_PAYLOAD)
+            continue;
+        if (req->fold && !c->foldbuf && !(c->foldbuf = malloc(TCP_FOLD_BYTES)))
+            return 0; /* the block goes on filling, as before */
+        got = ux->len - c->rx_left;
+        if (got > 0)
+            coll_tp_deliver(req, 0, ux->data, got);
+        req->bytes_done = got;
+        c->rx_req = req;
+        c->rx_fold = req->fold != NULL;
+        c->rx_dst = req->fold ? NULL : (uint8_t *)req->buf + got;
+        c->fold_off = got;
+        c->fold_fill = 0;
+        c->rx_ux = NULL;
+        ep->rx_adopted++;
+        eager_delivered(ep, ux->len);
+        coll_match_drop_payload(&ep->match, ux);
+        free(ux);
+        return 1;
+    }
+    return 0;
+}
+
 coll_status_t tcp_ep_irecv(coll_tp_ep_t *tep, coll_tp_req_t *req)
 {
     tcp_ep_t *ep = (tcp_ep_t *)tep;
     coll_unexp_t *ux = coll_match_take_unexpected(&ep->match, req->tag);
 
+    if (!ux && ep->state == TCP_EP_READY && adopt_streaming(ep, req))
+        return COLL_OK;
     if (!ux) {
         coll_status_t why = COLL_OK;
         if (ep->state == TCP_EP_CLOSED || ep->peer_left || ep->bye_pending)
