@@ -821,29 +821,34 @@ int tcp_conn_on_readable(tcp_conn_t *c)
 
 /* req matches the unexpected eager message that a socket of ep is
  * filling into a block: the bytes in so far go from the block to req, the
- * rest straight from the socket. 1 if req was taken; 0 leaves it to be
- * posted (no such message, or its length differs, for the size mismatch
- * to be reported when it is whole). */
+ * rest straight from the socket. A receive that folds gets whole pieces
+ * of COLL_TP_FOLD_ALIGN from the block; the cut element's bytes start
+ * the fold buffer. 1 if req was taken; 0 leaves it to be posted (no such
+ * message, or its length differs, for the size mismatch to be reported
+ * when it is whole). */
 static int adopt_streaming(tcp_ep_t *ep, coll_tp_req_t *req)
 {
     for (int i = 0; i < ep->nconn; i++) {
         tcp_conn_t *c = &ep->conn[i];
         coll_unexp_t *ux = c->rx_ux;
-        size_t got;
+        size_t got, whole;
 
         if (!ux || ux->tag != req->tag || ux->len != req->len || c->rx_state != TCP_RX_PAYLOAD)
             continue;
         if (req->fold && !c->foldbuf && !(c->foldbuf = malloc(TCP_FOLD_BYTES)))
             return 0; /* the block goes on filling, as before */
         got = ux->len - c->rx_left;
-        if (got > 0)
-            coll_tp_deliver(req, 0, ux->data, got);
+        whole = req->fold ? got / COLL_TP_FOLD_ALIGN * COLL_TP_FOLD_ALIGN : got;
+        if (whole > 0)
+            coll_tp_deliver(req, 0, ux->data, whole);
+        if (got > whole)
+            memcpy(c->foldbuf, (const uint8_t *)ux->data + whole, got - whole);
         req->bytes_done = got;
         c->rx_req = req;
         c->rx_fold = req->fold != NULL;
         c->rx_dst = req->fold ? NULL : (uint8_t *)req->buf + got;
-        c->fold_off = got;
-        c->fold_fill = 0;
+        c->fold_off = whole;
+        c->fold_fill = got - whole;
         c->rx_ux = NULL;
         ep->rx_adopted++;
         eager_delivered(ep, ux->len);
