@@ -190,7 +190,6 @@ typedef struct tcp_conn {
     int got_bye;
     int in_tx;                /* inside this socket's writer */
     coll_unexp_t *rx_ux;      /* unexpected eager message being filled */
-    int rx_yield;             /* return from the receive loop after this header */
     char rx_text[COLL_WIRE_ERRTEXT_MAX + 1];
     uint32_t rx_crc;          /* COLL_CHECKSUM: the payload's so far */
     int rx_corrupt;           /* test hook: flip the payload's first byte */

@@ -329,9 +329,15 @@ static void rx_expect_payload(tcp_conn_t *c, void *dst, size_t len, coll_tp_req_
 /* The payload for offset `off` of req, which reduces as it receives:
  * through the fold buffer. 0, or -1 when that cannot be allocated (the
  * link has failed). */
+/* 1 once socket c has its fold buffer (allocated on first use). */
+static int foldbuf_ready(tcp_conn_t *c)
+{
+    return c->foldbuf || (c->foldbuf = malloc(TCP_FOLD_BYTES)) != NULL;
+}
+
 static int rx_expect_fold(tcp_conn_t *c, coll_tp_req_t *req, size_t off, size_t len)
 {
-    if (!c->foldbuf && !(c->foldbuf = malloc(TCP_FOLD_BYTES))) {
+    if (!foldbuf_ready(c)) {
         tcp_ep_fail(c->ep, COLL_ERR_NO_MEMORY, "cannot allocate %u bytes to reduce a message "
                     "from %s as it arrives", TCP_FOLD_BYTES, c->ep->super.desc);
         return -1;
@@ -447,13 +453,19 @@ static void on_eager(tcp_conn_t *c, const tcp_hdr_t *h)
     ux->data = data;
     c->rx_ux = ux;
     rx_expect_payload(c, data, h->len, NULL);
-    /* A socket read on every progress turn stops after this header: the
-     * call now waiting may be done, and the receive for this message,
-     * posted before the next turn, then takes the payload straight from
-     * the socket (adopt_streaming) rather than copying it a second time
-     * out of the block. A root that runs ahead of a stream of broadcasts
-     * sends each message before its receive is posted. */
-    c->rx_yield = h->len >= TCP_ADOPT_MIN && c->src.cold;
+}
+
+/* The header just read began an unexpected eager message (rx_ux is set
+ * only from such a header to the end of its payload) that its receive may
+ * take over. A socket read on every progress turn stops there: the call
+ * now waiting may be done, and the receive, posted before the next turn,
+ * then takes the payload straight from the socket (adopt_streaming)
+ * rather than copying it a second time out of the block. A root that runs
+ * ahead of a stream of broadcasts sends each message before its receive
+ * is posted. */
+static int rx_stop_for_receive(const tcp_conn_t *c)
+{
+    return c->rx_ux && c->rx_ux->len >= TCP_ADOPT_MIN && c->src.cold;
 }
 
 static void on_rts(tcp_conn_t *c, const tcp_hdr_t *h)
@@ -767,10 +779,8 @@ static int rx_loop(tcp_conn_t *c)
             if (n > 0 && (c->rx_off += (size_t)n) == hl) {
                 c->rx_off = 0;
                 on_header(c);
-                if (c->rx_yield) {
-                    c->rx_yield = 0;
+                if (rx_stop_for_receive(c))
                     return 1; /* the next progress turn reads on */
-                }
             }
             break;
         case TCP_RX_PAYLOAD:
@@ -835,7 +845,7 @@ static int adopt_streaming(tcp_ep_t *ep, coll_tp_req_t *req)
 
         if (!ux || ux->tag != req->tag || ux->len != req->len || c->rx_state != TCP_RX_PAYLOAD)
             continue;
-        if (req->fold && !c->foldbuf && !(c->foldbuf = malloc(TCP_FOLD_BYTES)))
+        if (req->fold && !foldbuf_ready(c))
             return 0; /* the block goes on filling, as before */
         got = ux->len - c->rx_left;
         whole = req->fold ? got / COLL_TP_FOLD_ALIGN * COLL_TP_FOLD_ALIGN : got;
