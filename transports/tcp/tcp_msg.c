@@ -326,15 +326,15 @@ static void rx_expect_payload(tcp_conn_t *c, void *dst, size_t len, coll_tp_req_
     c->rx_fold = 0;
 }
 
-/* The payload for offset `off` of req, which reduces as it receives:
- * through the fold buffer. 0, or -1 when that cannot be allocated (the
- * link has failed). */
 /* 1 once socket c has its fold buffer (allocated on first use). */
 static int foldbuf_ready(tcp_conn_t *c)
 {
     return c->foldbuf || (c->foldbuf = malloc(TCP_FOLD_BYTES)) != NULL;
 }
 
+/* The payload for offset `off` of req, which reduces as it receives:
+ * through the fold buffer. 0, or -1 when that cannot be allocated (the
+ * link has failed). */
 static int rx_expect_fold(tcp_conn_t *c, coll_tp_req_t *req, size_t off, size_t len)
 {
     if (!foldbuf_ready(c)) {
