@@ -169,9 +169,9 @@ typedef enum coll_param_type {
       "broadcast's root or forwarding rank, a scatter's root, a gather's senders, a "  \
       "blocking send) copies part of it into the receiver's buffer while the receiver " \
       "reads the rest, pieces taken from a shared counter; for messages from "          \
-      "COLL_SHM_CMA_THRESHOLD up to COLL_SHM_CMA_MAX, and above it where both "         \
-      "buffers lie in huge pages, not where ranks share CPUs; 0: the receiver reads "  \
-      "such messages alone")                                                           \
+      "COLL_SHM_CMA_THRESHOLD up to COLL_SHM_CMA_MAX (at auto on Intel CPUs: at any "   \
+      "size), and above it where both buffers lie in huge pages, not where ranks "     \
+      "share CPUs; 0: the receiver reads such messages alone")                        \
     X(SHM_REPLY, COLL_PARAM_BOOL, "1",                                                  \
       "Shared-memory transport: a receiver that reads and reduces the last half "        \
       "exchanged by the butterfly all-reduce writes each reduced piece straight back "   \
@@ -186,8 +186,9 @@ typedef enum coll_param_type {
       "(Linux 6.7 and later tell), or the sender asked for one copy (see "              \
       "COLL_SHM_CMA_THRESHOLD: it copies too) and the receiver does not reduce, where "  \
       "they may be read as smaller ones are; a sender that only waits (a broadcast's "  \
-      "root) sends those above it through the ring. auto: 2M, and 16M on Intel CPUs "   \
-      "where each rank of the host has a CPU; 0: no limit; or a size")                 \
+      "root) sends those above it through the ring (at auto on Intel CPUs it copies "  \
+      "part of them, COLL_SHM_CMA_SHARE). auto: 2M, and 16M on Intel CPUs where each " \
+      "rank of the host has a CPU; 0: no limit; or a size")                           \
     X(SHM_CMA_CROWDED, COLL_PARAM_STR, "auto",                                          \
       "Shared-memory transport, where a host has more ranks than CPUs: the sends of "   \
       "collectives that reduce nothing (broadcast, all-gather, all-to-all, gather, "     \

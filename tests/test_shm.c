@@ -233,6 +233,17 @@ END_TEST
 
 /* ---- COLL_SHM_CMA_THRESHOLD, _MAX and _CROWDED: auto, a size, neither ---------- */
 
+/* The CPUs whose autos differ (shm_iface.c, cpu_is_intel). */
+static int cpu_intel(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel");
+#else
+    return 0;
+#endif
+}
+
 /* auto: a threshold of 1M on Intel CPUs and 4M on others, a limit of 2M
  * and on Intel CPUs 16M where each rank has a CPU, plain sends read from
  * 64K on Intel CPUs where ranks share CPUs (shm_iface.c); sizes as given;
@@ -271,13 +282,9 @@ static int rank_threshold(int rank, int nranks, const coll_unique_id_t *id, void
 
 START_TEST(test_cma_threshold)
 {
-    int c = _i, intel = 0;
+    int c = _i, intel = cpu_intel();
     char cmd[512], out[64], want[256];
 
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    intel = __builtin_cpu_is("intel");
-#endif
     if (c == THRESH_SIZE)
         snprintf(want, sizeof(want), "from 262144 bytes and for sends that ask for one copy up "
                  "to 8388608 bytes, .*; where ranks share CPUs, collectives that reduce "
@@ -856,8 +863,11 @@ END_TEST
 /* 4 MiB blocking sends each way in turn: the receiver reads pieces while
  * the waiting sender writes others into its buffer, where both buffers
  * lie in huge pages and COLL_SHM_CMA_SHARE is on; 2 MiB ones, from
- * COLL_SHM_CMA_THRESHOLD up to COLL_SHM_CMA_MAX, in any pages. */
-enum { SHARE_HUGE, SHARE_OFF, SHARE_4K, SHARE_4K_BELOW, NSHARE };
+ * COLL_SHM_CMA_THRESHOLD up to COLL_SHM_CMA_MAX, in any pages; with both
+ * at auto, 4 MiB ones in any pages on Intel CPUs (the limit does not
+ * bound a copy by both there) and none elsewhere (the threshold is 4M,
+ * the limit 2M). */
+enum { SHARE_HUGE, SHARE_OFF, SHARE_4K, SHARE_4K_BELOW, SHARE_4K_AUTO, NSHARE };
 
 static size_t share_msg(int c)
 {
@@ -866,7 +876,7 @@ static size_t share_msg(int c)
 
 static int shared(int c)
 {
-    return c == SHARE_HUGE || c == SHARE_4K_BELOW;
+    return c == SHARE_HUGE || c == SHARE_4K_BELOW || (c == SHARE_4K_AUTO && cpu_intel());
 }
 
 static int rank_share(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -884,6 +894,10 @@ static int rank_share(int rank, int nranks, const coll_unique_id_t *id, void *ar
         setenv("COLL_SHM_CMA_SHARE", "0", 1);
     if (c == SHARE_4K_BELOW) /* shm_only_logged's limit, 2M, is the message's */
         setenv("COLL_SHM_CMA_THRESHOLD", "1M", 1);
+    if (c == SHARE_4K_AUTO) {
+        unsetenv("COLL_SHM_CMA_THRESHOLD");
+        unsetenv("COLL_SHM_CMA_MAX");
+    }
     coll_comm_t comm = harness_init(rank, nranks, id);
     RANK_CHECK(out && in, "out of memory");
     for (int k = 0; k < 2 * HUGE_ROUNDS; k++) {
@@ -920,7 +934,8 @@ START_TEST(test_shared_copy)
 {
     static const char *what[] = {"huge pages", "huge pages, COLL_SHM_CMA_SHARE=0",
                                  "4 KiB pages, above COLL_SHM_CMA_MAX",
-                                 "4 KiB pages, up to COLL_SHM_CMA_MAX"};
+                                 "4 KiB pages, up to COLL_SHM_CMA_MAX",
+                                 "4 KiB pages, COLL_SHM_CMA_THRESHOLD and _MAX at auto"};
     const char *why = no_huge_pages();
     int c = _i;
     unsigned long v[2][4];

@@ -460,6 +460,7 @@ struct shm_iface {
     size_t cma_threshold;
     size_t cma_max;           /* COLL_SHM_CMA_MAX; SIZE_MAX: none */
     size_t cma_max_spread;    /* the same where each rank of the host has a CPU */
+    size_t share_max;         /* largest message shared (shm_share.c); SIZE_MAX: none */
     size_t cma_crowded;       /* COLL_SHM_CMA_CROWDED; 0: off */
     int pagemap_fd;           /* /proc/self/pagemap, for shm_pages_huge; -1: none */
     uint8_t *bounce;          /* SHM_BOUNCE_BYTES for cma_fold, allocated on first use */

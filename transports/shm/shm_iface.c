@@ -186,7 +186,9 @@ static coll_status_t read_cma_threshold(shm_iface_t *iface, int intel)
  * MiB from 4180 / 3895 to 2649 / 2750; with 4 ranks on the 2 CPUs it took
  * the all-reduce of 16 MiB from 9584 / 7475 to 12912 / 8163, and a
  * broadcast's root, which only waits, lent the ring a CPU worth more than
- * the second copy (16 MiB in place 1412 -> 1595). */
+ * the second copy (16 MiB in place 1412 -> 1595). A copy by both
+ * (shm_share.c) is not bound by it on Intel CPUs: in 4 KiB pages on that
+ * VM it beat the ring at 4 to 64 MiB (shm_msg.c, offers_share). */
 #define SHM_CMA_MAX_AUTO ((size_t)2 << 20)
 #define SHM_CMA_MAX_SPREAD_INTEL ((size_t)16 << 20)
 
@@ -198,11 +200,12 @@ static coll_status_t read_cma_max(shm_iface_t *iface, int intel)
     if (is_auto) {
         iface->cma_max = SHM_CMA_MAX_AUTO;
         iface->cma_max_spread = intel ? SHM_CMA_MAX_SPREAD_INTEL : SHM_CMA_MAX_AUTO;
+        iface->share_max = intel ? SIZE_MAX : SHM_CMA_MAX_AUTO;
         return COLL_OK;
     }
     if (iface->cma_max == 0)
         iface->cma_max = SIZE_MAX;
-    iface->cma_max_spread = iface->cma_max;
+    iface->cma_max_spread = iface->share_max = iface->cma_max;
     return COLL_OK;
 }
 

@@ -136,16 +136,19 @@ static void way_timed(shm_ep_t *ep, int way, uint64_t t0, size_t len)
 
 /* Does the sender of req offer to copy part of it (shm_share.c)? From
  * COLL_SHM_CMA_THRESHOLD, where the receiver would read it alone. Above
- * COLL_SHM_CMA_MAX it counts only where both buffers lie in huge pages
- * (SHM_RTS_HUGE and the receiver's own): in 4 KiB pages the ring was as
- * fast or faster there at every size but 16 MiB, in huge pages the shared
- * read from 4 MiB up (docs/performance-sets.md). Below the limit the two
- * copies beat one read: on the Intel VM of 2026-12-07, 2 ranks, 4 KiB
- * pages, alternating rounds, us in place (out of place): broadcast of 1
- * MiB 66 -> 47, of 2 MiB 192 (197) -> 103 (170); scatter of 2 MiB 65 ->
- * 45; gather of 2 MiB 67 (176) -> 49 (112); level at 16-32 MiB. Where
- * ranks share CPUs, the sender's CPU is the one a receiver would wait
- * for. */
+ * share_max it counts only where both buffers lie in huge pages
+ * (SHM_RTS_HUGE and the receiver's own): on the AMD EPYC, in 4 KiB pages
+ * the ring was as fast or faster there at every size but 16 MiB, in huge
+ * pages the shared read from 4 MiB up (docs/performance-sets.md). Below
+ * COLL_SHM_CMA_MAX the two copies beat one read: on the Intel VM of
+ * 2026-12-07, 2 ranks, 4 KiB pages, alternating rounds, us in place (out
+ * of place): broadcast of 1 MiB 66 -> 47, of 2 MiB 192 (197) -> 103
+ * (170); scatter of 2 MiB 65 -> 45; gather of 2 MiB 67 (176) -> 49 (112).
+ * There they beat the ring above it too, so share_max is unbounded at
+ * auto on Intel CPUs: broadcast of 4, 16 and 64 MiB 418 (762) -> 274
+ * (418), 1557 (3020) -> 889 (1444), 7222 (13598) -> 5448 (8072); scatter
+ * of 16 MiB 876 (1559) -> 561 (769). Where ranks share CPUs, the sender's
+ * CPU is the one a receiver would wait for. */
 static int offers_share(const shm_ep_t *ep, const coll_tp_req_t *req)
 {
     const shm_iface_t *iface = ep->iface;
@@ -184,8 +187,8 @@ static uint64_t rts_addr(const shm_ep_t *ep, const coll_tp_req_t *req)
 
     if (addr && crowd)
         return addr | SHM_RTS_CROWD;
-    if (addr && share && req->len <= ep->iface->cma_max)
-        return addr | SHM_RTS_SHARE; /* any pages: a read would be taken too */
+    if (addr && share && req->len <= ep->iface->share_max)
+        return addr | SHM_RTS_SHARE; /* any pages: both CPUs copy, once */
     if (!addr || req->len <= ep->iface->cma_max)
         return addr;
     int huge = shm_pages_huge(ep->iface->pagemap_fd, req->buf, req->len);
@@ -753,7 +756,7 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
     int crowd = (addr & SHM_RTS_CROWD) && ep->iface->cma && !req->fold;
     shm_priv(req)->crowd = crowd;
     shm_priv(req)->share = (addr & SHM_RTS_SHARE) && ep->iface->share && !req->fold &&
-                           (dst_huge || msg_len <= read_max(ep->iface));
+                           (dst_huge || msg_len <= ep->iface->share_max);
     shm_priv(req)->weighed = !crowd && !shm_priv(req)->share &&
                              readable(ep, addr, msg_len, dst_huge, req->fold != NULL,
                                       shm_priv(req)->reply != 0);
