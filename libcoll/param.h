@@ -170,8 +170,9 @@ typedef enum coll_param_type {
       "blocking send) copies part of it into the receiver's buffer while the receiver " \
       "reads the rest, pieces taken from a shared counter; for messages from "          \
       "COLL_SHM_CMA_THRESHOLD up to COLL_SHM_CMA_MAX (at auto on Intel CPUs: at any "   \
-      "size), and above it where both buffers lie in huge pages, not where ranks "     \
-      "share CPUs; 0: the receiver reads such messages alone")                        \
+      "size), and above it where both buffers lie in huge pages; where ranks share "   \
+      "CPUs only while COLL_SHM_CMA_CROWDED is on; 0: the receiver reads such "        \
+      "messages alone")                                                                \
     X(SHM_REPLY, COLL_PARAM_BOOL, "1",                                                  \
       "Shared-memory transport: a receiver that reads and reduces the last half "        \
       "exchanged by the butterfly all-reduce writes each reduced piece straight back "   \

@@ -866,8 +866,9 @@ END_TEST
  * COLL_SHM_CMA_THRESHOLD up to COLL_SHM_CMA_MAX, in any pages; with both
  * at auto, 4 MiB ones in any pages on Intel CPUs (the limit does not
  * bound a copy by both there) and none elsewhere (the threshold is 4M,
- * the limit 2M). */
-enum { SHARE_HUGE, SHARE_OFF, SHARE_4K, SHARE_4K_BELOW, SHARE_4K_AUTO, NSHARE };
+ * the limit 2M); the same with the two ranks on one CPU and
+ * COLL_SHM_CMA_CROWDED at auto too (on Intel CPUs on, elsewhere off). */
+enum { SHARE_HUGE, SHARE_OFF, SHARE_4K, SHARE_4K_BELOW, SHARE_4K_AUTO, SHARE_CROWDED, NSHARE };
 
 static size_t share_msg(int c)
 {
@@ -876,7 +877,8 @@ static size_t share_msg(int c)
 
 static int shared(int c)
 {
-    return c == SHARE_HUGE || c == SHARE_4K_BELOW || (c == SHARE_4K_AUTO && cpu_intel());
+    return c == SHARE_HUGE || c == SHARE_4K_BELOW ||
+           ((c == SHARE_4K_AUTO || c == SHARE_CROWDED) && cpu_intel());
 }
 
 static int rank_share(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -894,11 +896,17 @@ static int rank_share(int rank, int nranks, const coll_unique_id_t *id, void *ar
         setenv("COLL_SHM_CMA_SHARE", "0", 1);
     if (c == SHARE_4K_BELOW) /* shm_only_logged's limit, 2M, is the message's */
         setenv("COLL_SHM_CMA_THRESHOLD", "1M", 1);
-    if (c == SHARE_4K_AUTO) {
+    if (c == SHARE_4K_AUTO || c == SHARE_CROWDED) {
         unsetenv("COLL_SHM_CMA_THRESHOLD");
         unsetenv("COLL_SHM_CMA_MAX");
     }
+    if (c == SHARE_CROWDED) {
+        int cpu = nth_own_cpu(0);
+        RANK_CHECK(harness_bind_cpu(cpu) == 0, "bind to CPU %d", cpu);
+        unsetenv("COLL_SHM_CMA_CROWDED");
+    }
     coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK((comm->crowd > 1) == (c == SHARE_CROWDED), "%g ranks per CPU", comm->crowd);
     RANK_CHECK(out && in, "out of memory");
     for (int k = 0; k < 2 * HUGE_ROUNDS; k++) {
         if (k % 2 == rank) {
@@ -935,7 +943,8 @@ START_TEST(test_shared_copy)
     static const char *what[] = {"huge pages", "huge pages, COLL_SHM_CMA_SHARE=0",
                                  "4 KiB pages, above COLL_SHM_CMA_MAX",
                                  "4 KiB pages, up to COLL_SHM_CMA_MAX",
-                                 "4 KiB pages, COLL_SHM_CMA_THRESHOLD and _MAX at auto"};
+                                 "4 KiB pages, COLL_SHM_CMA_THRESHOLD and _MAX at auto",
+                                 "4 KiB pages, both ranks on one CPU, every limit at auto"};
     const char *why = no_huge_pages();
     int c = _i;
     unsigned long v[2][4];

@@ -147,13 +147,19 @@ static void way_timed(shm_ep_t *ep, int way, uint64_t t0, size_t len)
  * There they beat the ring above it too, so share_max is unbounded at
  * auto on Intel CPUs: broadcast of 4, 16 and 64 MiB 418 (762) -> 274
  * (418), 1557 (3020) -> 889 (1444), 7222 (13598) -> 5448 (8072); scatter
- * of 16 MiB 876 (1559) -> 561 (769). Where ranks share CPUs, the sender's
- * CPU is the one a receiver would wait for. */
+ * of 16 MiB 876 (1559) -> 561 (769). Where ranks share CPUs a sender
+ * that only waits offers it too where COLL_SHM_CMA_CROWDED is on (Intel
+ * CPUs at auto; its reads go the same way): a rank that waits for data
+ * leaves its CPU free, as the broadcast's other ranks do while the root
+ * sends to the first; 4 ranks on the 2 CPUs of that VM, 5-8 alternating
+ * rounds, us in place (out of place): broadcast of 1 MiB 257 (287) -> 216
+ * (240), of 16 MiB 5189 (4559) -> 3034 (3657), of 64 MiB 33524 (26389)
+ * -> 18806 (19906); scatter of 64 MiB 8173 (9425) -> 5488 (6144). */
 static int offers_share(const shm_ep_t *ep, const coll_tp_req_t *req)
 {
     const shm_iface_t *iface = ep->iface;
 
-    return iface->share && iface->cma && !iface->super.crowded &&
+    return iface->share && iface->cma && (!iface->super.crowded || iface->cma_crowded) &&
            (req->hints & COLL_TP_HINT_WAITS) && req->len >= iface->cma_threshold;
 }
 
@@ -185,10 +191,10 @@ static uint64_t rts_addr(const shm_ep_t *ep, const coll_tp_req_t *req)
     int share = offers_share(ep, req);
     uint64_t addr = ep->iface->cma && (one_copy || share) ? (uint64_t)(uintptr_t)req->buf : 0;
 
-    if (addr && crowd)
-        return addr | SHM_RTS_CROWD;
     if (addr && share && req->len <= ep->iface->share_max)
         return addr | SHM_RTS_SHARE; /* any pages: both CPUs copy, once */
+    if (addr && crowd)
+        return addr | SHM_RTS_CROWD;
     if (!addr || req->len <= ep->iface->cma_max)
         return addr;
     int huge = shm_pages_huge(ep->iface->pagemap_fd, req->buf, req->len);
