@@ -1026,6 +1026,50 @@ START_TEST(test_shared_copy_killed)
 }
 END_TEST
 
+/* ---- copies by both, each larger than the last ---------------------------------- */
+
+/* SHARE_STREAM blocking sends from rank 0 to rank 1, 1 MiB + 3 and 64 MiB
+ * in turn, every one copied by both (from 1 MiB, no limit): the sender
+ * helps with the last message while the receiver publishes the next in
+ * the same share block. A sender that matched the last message's claim
+ * word, ended at 18, against the next one's length took a piece of it
+ * twice and counted one more than the receiver waits for: a hang. */
+#define SHARE_STREAM 40
+
+static int rank_share_sizes(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const size_t lens[] = {(1u << 20) + 3, 64u << 20};
+    uint8_t *buf = malloc(64u << 20);
+
+    (void)arg;
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    setenv("COLL_SHM_CMA_THRESHOLD", "1M", 1);
+    setenv("COLL_SHM_CMA_MAX", "0", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK(buf, "out of memory");
+    for (int k = 0; k < SHARE_STREAM; k++) {
+        size_t n = lens[k % 2];
+        if (rank == 0) {
+            harness_fill(buf, n, 0, k);
+            RANK_OK(coll_send(buf, n, COLL_UINT8, 1, k, comm));
+        } else {
+            RANK_OK(coll_recv(buf, n, COLL_UINT8, 0, k, comm));
+            harness_verify(buf, n, 0, k);
+        }
+    }
+    RANK_OK(coll_comm_destroy(comm));
+    free(buf);
+    return 0;
+}
+
+START_TEST(test_shared_copy_sizes)
+{
+    ck_assert_msg(harness_run(2, rank_share_sizes, NULL, 60) == 0,
+                  "%d blocking sends of 1 MiB + 3 and 64 MiB in turn, copied by both",
+                  SHARE_STREAM);
+}
+END_TEST
+
 /* ---- a rank killed mid-transfer ------------------------------------------------- */
 
 /* How the 64 MiB messages of a killed stream travel. KILL_CMA_ALL: read
@@ -2276,6 +2320,7 @@ static Suite *shm_suite(void)
     tcase_add_loop_test(tc, test_crowd_reads, 0, NCROWD);
     tcase_add_loop_test(tc, test_huge_blocks, 0, NHUGE);
     tcase_add_loop_test(tc, test_shared_copy, 0, NSHARE);
+    tcase_add_test(tc, test_shared_copy_sizes);
     tcase_add_loop_test(tc, test_parked, 0, NPARK);
     suite_add_tcase(s, tc);
 

@@ -117,9 +117,10 @@ enum { SHM_WAY_READ, SHM_WAY_RING, SHM_NWAYS };
  * too (shm_pages.c). Linux never gives user space an address with the
  * top bit set (on x86-64 and arm64 that half is the kernel's). */
 #define SHM_RTS_HUGE (1ull << 63)
-/* Set in an RTS's address beside SHM_RTS_HUGE: the sender waits for this
- * send alone and offers to copy part of it (shm_share.c), in pieces of
- * about 1 / SHM_SHARE_PIECES of the message. */
+/* Set in an RTS's address (above the iface's share_max only beside
+ * SHM_RTS_HUGE): the sender waits for this send alone and offers to copy
+ * part of it (shm_share.c), in pieces of about 1 / SHM_SHARE_PIECES of
+ * the message. */
 #define SHM_RTS_SHARE (1ull << 62)
 #define SHM_SHARE_PIECES 16
 /* Set in an RTS's address: the message lies in memory from coll_mem_alloc,
