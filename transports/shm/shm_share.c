@@ -109,14 +109,13 @@ int shm_share_read(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr)
      * otherwise match it against this message's larger length, take a
      * piece the old word still allows, and add it to this message's
      * count, which would then never equal what we wait for (a hang, seen
-     * with 1 MiB and 64 MiB messages in turn). The fence pairs with the
-     * one in claim. */
+     * with 1 MiB and 64 MiB messages in turn). A sender that reads the new
+     * length or piece (acquire, in claim) sees the word closed. */
     __atomic_store_n(&sh->claim, 0, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     __atomic_store_n(&sh->src, addr, __ATOMIC_RELAXED);
     __atomic_store_n(&sh->dst, (uint64_t)(uintptr_t)dst, __ATOMIC_RELAXED);
-    __atomic_store_n(&sh->len, (uint64_t)len, __ATOMIC_RELAXED);
-    __atomic_store_n(&sh->piece, (uint64_t)piece, __ATOMIC_RELAXED);
+    __atomic_store_n(&sh->len, (uint64_t)len, __ATOMIC_RELEASE);
+    __atomic_store_n(&sh->piece, (uint64_t)piece, __ATOMIC_RELEASE);
     __atomic_store_n(&sh->send_id, shm_priv(req)->peer_id, __ATOMIC_RELAXED);
     __atomic_store_n(&sh->failed, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&sh->written, gen << 32, __ATOMIC_RELAXED);
@@ -188,16 +187,15 @@ static int piece_is_ours(shm_ep_t *ep, const shm_share_t *sh, const void **src_p
 /* Claim piece k of the generation in word c; 1 when it is ours. */
 static int claim(shm_share_t *sh, uint64_t c, uint64_t *k_p)
 {
-    uint64_t len = __atomic_load_n(&sh->len, __ATOMIC_RELAXED);
-    uint64_t piece = __atomic_load_n(&sh->piece, __ATOMIC_RELAXED);
+    uint64_t len = __atomic_load_n(&sh->len, __ATOMIC_ACQUIRE);
+    uint64_t piece = __atomic_load_n(&sh->piece, __ATOMIC_ACQUIRE);
 
-    /* len and piece may be a newer message's than c: then the receiver
-     * closed the word before it stored them (shm_share_read), and after
-     * this fence the swap sees that and fails */
+    /* len or piece may be a newer message's than c: then the receiver
+     * closed the word before it stored them (shm_share_read), and the
+     * swap sees that and fails */
     if (GEN(c) == 0 || piece == 0 || (uint64_t)LOW(c) * piece >= len)
         return 0;
     *k_p = LOW(c);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
     return __atomic_compare_exchange_n(&sh->claim, &c, c + 1, 0, __ATOMIC_ACQ_REL,
                                        __ATOMIC_ACQUIRE);
 }
