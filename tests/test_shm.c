@@ -233,17 +233,6 @@ END_TEST
 
 /* ---- COLL_SHM_CMA_THRESHOLD, _MAX and _CROWDED: auto, a size, neither ---------- */
 
-/* The CPUs whose autos differ (shm_iface.c, cpu_is_intel). */
-static int cpu_intel(void)
-{
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    return __builtin_cpu_is("intel");
-#else
-    return 0;
-#endif
-}
-
 /* auto: a threshold of 1M on Intel CPUs and 4M on others, a limit of 2M
  * and on Intel CPUs 16M where each rank has a CPU, plain sends read from
  * 64K on Intel CPUs where ranks share CPUs (shm_iface.c); sizes as given;
@@ -282,7 +271,7 @@ static int rank_threshold(int rank, int nranks, const coll_unique_id_t *id, void
 
 START_TEST(test_cma_threshold)
 {
-    int c = _i, intel = cpu_intel();
+    int c = _i, intel = shm_cpu_is_intel();
     char cmd[512], out[64], want[256];
 
     if (c == THRESH_SIZE)
@@ -878,7 +867,7 @@ static size_t share_msg(int c)
 static int shared(int c)
 {
     return c == SHARE_HUGE || c == SHARE_4K_BELOW ||
-           ((c == SHARE_4K_AUTO || c == SHARE_CROWDED) && cpu_intel());
+           ((c == SHARE_4K_AUTO || c == SHARE_CROWDED) && shm_cpu_is_intel());
 }
 
 static int rank_share(int rank, int nranks, const coll_unique_id_t *id, void *arg)

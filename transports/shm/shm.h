@@ -173,6 +173,18 @@ typedef struct shm_rts_map {
 /* Regions of a peer mapped per endpoint; the least recently used goes. */
 #define SHM_MAPS 32
 
+/* The CPUs whose autos differ (COLL_SHM_CMA_THRESHOLD, _MAX, _CROWDED;
+ * shm_iface.c); the tests ask it too, to know which auto applies. */
+static inline int shm_cpu_is_intel(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel");
+#else
+    return 0;
+#endif
+}
+
 /* Copies timed per endpoint for that choice (ns per byte, moving averages) */
 enum { SHM_COPY_IN, SHM_COPY_OUT, SHM_COPY_READ, SHM_NCOPIES };
 

@@ -158,16 +158,6 @@ static int room_in_dev_shm(shm_iface_t *iface)
 #define SHM_CMA_THRESHOLD_INTEL ((size_t)1 << 20)
 #define SHM_CMA_THRESHOLD_OTHER ((size_t)4 << 20)
 
-static int cpu_is_intel(void)
-{
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    return __builtin_cpu_is("intel");
-#else
-    return 0;
-#endif
-}
-
 static coll_status_t read_cma_threshold(shm_iface_t *iface, int intel)
 {
     int is_auto;
@@ -226,7 +216,7 @@ static coll_status_t read_cma_crowded(shm_iface_t *iface, int intel)
 static coll_status_t read_params(shm_iface_t *iface)
 {
     size_t ring;
-    int cma, intel = cpu_is_intel(); /* for the three autos */
+    int cma, intel = shm_cpu_is_intel(); /* for the three autos */
 
     COLL_CHECK(coll_param_size(COLL_PARAM_SHM_RING_SIZE, &ring));
     COLL_CHECK(read_cma_threshold(iface, intel));
