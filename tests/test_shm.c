@@ -968,6 +968,63 @@ START_TEST(test_shared_copy)
 }
 END_TEST
 
+/* A receiver busy with other work after its receive matched: rank 1
+ * posts the receive of a 2 MiB blocking send once the RTS waits in its
+ * ring, matches it with one coll_test and then sleeps without progress;
+ * the waiting sender writes every piece meanwhile (shm_share_publish),
+ * and the receive finds nothing left to read when it waits. */
+#define SHARE_BUSY_ROUNDS 8
+
+static int rank_share_busy(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const size_t len = 2u << 20;
+    uint8_t *buf = malloc(len);
+    coll_request_t req;
+    int done = 0;
+
+    (void)arg;
+    shm_only_logged(rank);
+    setenv("COLL_SHM_CMA_THRESHOLD", "1M", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK(buf, "out of memory");
+    for (int k = 0; k < SHARE_BUSY_ROUNDS; k++) {
+        if (rank == 0) {
+            harness_fill(buf, len, 0, k);
+            RANK_OK(coll_send(buf, len, COLL_UINT8, 1, k, comm));
+            continue;
+        }
+        usleep(20000); /* the RTS arrives */
+        RANK_OK(coll_irecv(buf, len, COLL_UINT8, 0, k, comm, &req));
+        coll_status_t st = coll_test(&req, &done);
+        RANK_CHECK(st == COLL_OK || st == COLL_INPROGRESS, "coll_test: %s",
+                   coll_status_str(st));
+        RANK_CHECK(!done, "round %d: done at the first coll_test", k);
+        usleep(100000); /* busy elsewhere: no progress */
+        RANK_OK(coll_wait(&req));
+        harness_verify(buf, len, 0, k);
+    }
+    RANK_OK(coll_comm_destroy(comm));
+    free(buf);
+    return 0;
+}
+
+START_TEST(test_shared_copy_busy)
+{
+    unsigned long v[4];
+
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_msg(harness_run(2, rank_share_busy, NULL, 60) == 0,
+                  "2 MiB blocking sends to a receiver busy after matching them");
+    ck_assert_msg(share_logged(1, v), "rank 1 logged no copy by both (logs in %s)", log_dir);
+    /* 16 pieces of 128 KiB a message (piece_bytes) */
+    ck_assert_msg(v[0] == SHARE_BUSY_ROUNDS && v[1] == v[2] && v[2] == 16 * SHARE_BUSY_ROUNDS,
+                  "rank 1: %lu messages copied by both, the sender wrote %lu of %lu pieces; "
+                  "expected %d messages, all %d pieces by the sender (logs in %s)", v[0], v[1],
+                  v[2], SHARE_BUSY_ROUNDS, 16 * SHARE_BUSY_ROUNDS, log_dir);
+    harness_tmpdir_remove(log_dir);
+}
+END_TEST
+
 /* A stream of 64 MiB blocking sends from rank 0 to rank 1, in huge pages,
  * so copied by both: either killed mid-message, the other names it. */
 static int rank_share_stream(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -2310,6 +2367,7 @@ static Suite *shm_suite(void)
     tcase_add_loop_test(tc, test_huge_blocks, 0, NHUGE);
     tcase_add_loop_test(tc, test_shared_copy, 0, NSHARE);
     tcase_add_test(tc, test_shared_copy_sizes);
+    tcase_add_test(tc, test_shared_copy_busy);
     tcase_add_loop_test(tc, test_parked, 0, NPARK);
     suite_add_tcase(s, tc);
 

@@ -442,13 +442,18 @@ typedef struct shm_ep {
     uint32_t lead_choices;    /* lower rank: choices published in seg->lead_way */
     /* shm_share.c, as receiver: the shared read waiting for the sender's
      * pieces (NULL: none), its error, the word the sender's count reaches
-     * then (0: none; the idle hook reads it), the last generation; the
-     * numbers logged at the end: shared reads, their pieces, and of them
-     * the sender's. As sender: pieces we wrote. */
+     * then (0: none; the idle hook reads it), the last generation; while
+     * pieces are left to claim (share_taking, for the idle hook too),
+     * whether it was published in this poll, where it lies at the sender
+     * and how many pieces we read; the numbers logged at the end: shared
+     * reads, their pieces, and of them the sender's. As sender: pieces we
+     * wrote. */
     coll_tp_req_t *share_req;
     int share_err;
     uint64_t share_want;
     uint64_t share_gen;
+    int share_taking, share_fresh;
+    uint64_t share_src, share_ours;
     uint64_t share_reads, share_pieces, share_pieces_peer, share_written;
     /* shm_map.c, as receiver: the peer's regions mapped (SHM_MAPS of them,
      * allocated with the first), the clock of their last use, whether the
@@ -523,6 +528,10 @@ int shm_cma(shm_ep_t *ep, void *local, uint64_t remote, size_t len, int write);
  * when the message is in, -1 when the sender's pieces are still being
  * written (shm_share_poll ends it with shm_read_end). */
 int shm_share_read(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr);
+/* Receiver: publish req, matched now, for the sender to write while we
+ * do other work; shm_share_poll reads what it left, from the next poll
+ * on, and ends it. */
+void shm_share_publish(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr);
 int shm_share_poll(shm_ep_t *ep);
 int shm_share_ready(const shm_ep_t *ep);
 /* Receiver: fail the pending shared read, once no write into it is due. */

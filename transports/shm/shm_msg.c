@@ -766,6 +766,12 @@ static void answer_rts(shm_ep_t *ep, coll_tp_req_t *req, uint32_t send_id, size_
     shm_priv(req)->weighed = !crowd && !shm_priv(req)->share &&
                              readable(ep, addr, msg_len, dst_huge, req->fold != NULL,
                                       shm_priv(req)->reply != 0);
+    if (shm_priv(req)->share && ep->iface->cma && !ep->share_req) {
+        /* the sender waits: it may write all of it while we are busy */
+        shm_priv(req)->peer_id = send_id;
+        shm_share_publish(ep, req, addr & ~SHM_RTS_FLAGS);
+        return;
+    }
     shm_priv(req)->chosen = copy_start(ep, req);
     if (crowd || shm_priv(req)->share ||
         (shm_priv(req)->weighed && choose_way(ep) == SHM_WAY_READ)) {
@@ -987,6 +993,7 @@ int shm_ep_has_input(const shm_ep_t *ep)
             head != __atomic_load_n(&ep->rx_parked_head, __ATOMIC_RELAXED)) ||
            __atomic_load_n(&rx->closed, __ATOMIC_SEQ_CST) ||
            __atomic_load_n(&ep->reads_due, __ATOMIC_RELAXED) || shm_share_ready(ep) ||
+           __atomic_load_n(&ep->share_taking, __ATOMIC_RELAXED) ||
            shm_share_offered(ep) ||
            (__atomic_load_n(&ep->tx_blocked, __ATOMIC_RELAXED) &&
             __atomic_load_n(&tx->tail, __ATOMIC_SEQ_CST) !=

@@ -11,7 +11,11 @@
  * process_vm_writev. Either copy alone runs at one CPU's speed (16 MiB on
  * the development machine: 2035-2196 us read by one rank, 1049-1070 split
  * between two); a sender that is busy elsewhere claims nothing and the
- * receiver reads it all, as it would have.
+ * receiver reads it all, as it would have. A receive whose RTS matched
+ * it is published at once and read from the receiver's next poll on, so
+ * that a receiver with work of its own before it waits (a gather's root
+ * copying its own block; a compute step after coll_irecv) leaves the
+ * sender the whole copy meanwhile.
  *
  * The receiver sends FIN once every piece is in, the sender's included:
  * it may not hand its buffer back while the sender still writes into it.
@@ -93,13 +97,57 @@ static int share_end(shm_ep_t *ep, coll_tp_req_t *req)
     return err;
 }
 
-int shm_share_read(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr)
+/* The claims of our shared read are over, at claim word k (the next
+ * piece anyone would have taken): the sender's pieces are the claimed
+ * ones we did not take, and the word `written` reaches want then. */
+static void share_claimed(shm_ep_t *ep, uint64_t k, uint64_t n)
+{
+    k = COLL_MIN(k, n);
+    ep->share_pieces_peer += k - ep->share_ours;
+    __atomic_store_n(&ep->share_taking, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&ep->share_want, ep->share_gen << 32 | (k - ep->share_ours),
+                     __ATOMIC_RELAXED);
+}
+
+/* The pieces of our shared read of len bytes (the piece we published). */
+static uint64_t share_pieces(const shm_ep_t *ep, size_t len)
+{
+    uint64_t piece = __atomic_load_n(&ep->seg->share[ep->side].piece, __ATOMIC_RELAXED);
+    return (len + piece - 1) / piece;
+}
+
+/* Claim and read the pieces of our shared read nobody took yet; then,
+ * or after a failed read (no more claims then: the sender's last ones
+ * may still be in flight, and we wait for them all the same), what the
+ * sender owes is known. */
+static void share_take(shm_ep_t *ep)
+{
+    shm_share_t *sh = &ep->seg->share[ep->side];
+    coll_tp_req_t *req = ep->share_req;
+    size_t len = req->len, piece = __atomic_load_n(&sh->piece, __ATOMIC_RELAXED);
+    uint64_t n = share_pieces(ep, len), k;
+    uint8_t *dst = req->buf;
+    int err = 0;
+
+    while ((k = LOW(__atomic_fetch_add(&sh->claim, 1, __ATOMIC_ACQ_REL))) < n) {
+        size_t off = (size_t)k * piece;
+        ep->share_ours++;
+        if ((err = shm_cma(ep, dst + off, ep->share_src + off, COLL_MIN(piece, len - off),
+                           0)) != 0)
+            break;
+    }
+    if (err) {
+        ep->share_err = err;
+        k = LOW(__atomic_exchange_n(&sh->claim, ep->share_gen << 32 | n, __ATOMIC_ACQ_REL));
+    }
+    share_claimed(ep, k, n);
+}
+
+void shm_share_publish(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr)
 {
     shm_share_t *sh = &ep->seg->share[ep->side];
     size_t len = req->len, piece = piece_bytes(len);
-    uint64_t n = (len + piece - 1) / piece, gen, k, ours = 0;
-    uint8_t *dst = req->buf;
-    int err = 0;
+    uint64_t gen;
 
     if (++ep->share_gen == UINT32_MAX + 1ull)
         ep->share_gen = 1;
@@ -113,43 +161,58 @@ int shm_share_read(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr)
      * length or piece (acquire, in claim) sees the word closed. */
     __atomic_store_n(&sh->claim, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&sh->src, addr, __ATOMIC_RELAXED);
-    __atomic_store_n(&sh->dst, (uint64_t)(uintptr_t)dst, __ATOMIC_RELAXED);
+    __atomic_store_n(&sh->dst, (uint64_t)(uintptr_t)req->buf, __ATOMIC_RELAXED);
     __atomic_store_n(&sh->len, (uint64_t)len, __ATOMIC_RELEASE);
     __atomic_store_n(&sh->piece, (uint64_t)piece, __ATOMIC_RELEASE);
     __atomic_store_n(&sh->send_id, shm_priv(req)->peer_id, __ATOMIC_RELAXED);
     __atomic_store_n(&sh->failed, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&sh->written, gen << 32, __ATOMIC_RELAXED);
+    ep->share_req = req;
+    ep->share_src = addr;
+    ep->share_ours = 0;
+    ep->share_err = 0;
+    ep->share_fresh = 1;
+    ep->share_reads++;
+    ep->share_pieces += (len + piece - 1) / piece;
+    __atomic_store_n(&ep->share_taking, 1, __ATOMIC_RELAXED);
     /* seq_cst, then the look at its `asleep` flag: a sender about to
      * sleep sees the pieces (shm_share_offered) or is woken */
     __atomic_store_n(&sh->claim, gen << 32, __ATOMIC_SEQ_CST);
     shm_maybe_wake(ep);
-    while ((k = LOW(__atomic_fetch_add(&sh->claim, 1, __ATOMIC_ACQ_REL))) < n) {
-        size_t off = (size_t)k * piece;
-        ours++;
-        if ((err = shm_cma(ep, dst + off, addr + off, COLL_MIN(piece, len - off), 0)) != 0)
-            break;
-    }
-    /* after a failed read no more claims: the sender's last ones may
-     * still be in flight, and we wait for them all the same */
-    if (err)
-        k = LOW(__atomic_exchange_n(&sh->claim, gen << 32 | n, __ATOMIC_ACQ_REL));
-    k = COLL_MIN(k, n);
-    ep->share_err = err;
-    ep->share_req = req;
-    ep->share_reads++;
-    ep->share_pieces += n;
-    ep->share_pieces_peer += k - ours;
-    /* the word `written` reaches once the sender's pieces are all in */
-    __atomic_store_n(&ep->share_want, gen << 32 | (k - ours), __ATOMIC_RELAXED);
+}
+
+int shm_share_read(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr)
+{
+    shm_share_publish(ep, req, addr);
+    ep->share_fresh = 0;
+    share_take(ep);
     return shm_share_ready(ep) ? share_end(ep, req) : -1;
 }
 
+/* A read published when its RTS matched is taken from the next poll on,
+ * not the one that matched it: a receiver that goes on with work of its
+ * own (a gather's root copying its own block, a compute step after
+ * coll_irecv and coll_test) leaves the sender the whole copy meanwhile. */
 int shm_share_poll(shm_ep_t *ep)
 {
     coll_tp_req_t *req = ep->share_req;
+    uint32_t *reading = &ep->seg->reading[ep->side].v;
+    int moved = 0;
 
-    if (!req || !shm_share_ready(ep))
+    if (!req)
         return 0;
+    if (ep->share_fresh) {
+        ep->share_fresh = 0;
+        return 1;
+    }
+    if (__atomic_load_n(&ep->share_taking, __ATOMIC_RELAXED)) {
+        __atomic_store_n(reading, 1, __ATOMIC_RELAXED);
+        share_take(ep);
+        __atomic_store_n(reading, 0, __ATOMIC_RELAXED);
+        moved = 1;
+    }
+    if (!shm_share_ready(ep))
+        return moved;
     shm_read_end(ep, req, share_end(ep, req));
     return 1;
 }
@@ -263,6 +326,12 @@ void shm_share_abandon(shm_ep_t *ep, coll_status_t status)
 
     if (!req)
         return;
+    if (__atomic_load_n(&ep->share_taking, __ATOMIC_RELAXED)) {
+        shm_share_t *sh = &ep->seg->share[ep->side];
+        uint64_t n = share_pieces(ep, req->len);
+        share_claimed(ep, LOW(__atomic_exchange_n(&sh->claim, ep->share_gen << 32 | n,
+                                                  __ATOMIC_ACQ_REL)), n);
+    }
     while (!shm_share_ready(ep) && coll_time_ns() < until &&
            !(kill((pid_t)ep->peer_addr.pid, 0) < 0 && errno == ESRCH))
         sched_yield();
