@@ -189,6 +189,18 @@ int coll_comm_progress_at(struct coll_comm *comm, uint64_t now)
     return any;
 }
 
+void coll_comm_poll_busy(struct coll_comm *comm)
+{
+    int progressed;
+
+    for (int i = 0; i < comm->niface; i++) {
+        coll_tp_iface_t *iface = comm->ifaces[i];
+        iface->busy = 1;
+        iface->ops->iface_progress(iface, &progressed);
+        iface->busy = 0;
+    }
+}
+
 static const char *peer_desc(struct coll_comm *comm, int peer)
 {
     coll_tp_ep_t *ep = comm->peers ? comm->peers[peer].ep : NULL;

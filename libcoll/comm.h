@@ -250,6 +250,10 @@ coll_status_t coll_p2p_post_vertex(struct coll_comm *comm, int kind, void *buf, 
 
 /* One non-blocking pass of the progress engine. */
 void coll_comm_progress(struct coll_comm *comm);
+/* A pass of the transports alone, each told it is busy
+ * (coll_tp_iface.busy), between pieces of a schedule's local copy: no
+ * schedule advances in it, its completions are recorded for later. */
+void coll_comm_poll_busy(struct coll_comm *comm);
 /* The same at time `now` (coll_time_ns), read by the caller; nonzero when
  * a transport moved something (events dispatched, rings read or written). */
 int coll_comm_progress_at(struct coll_comm *comm, uint64_t now);

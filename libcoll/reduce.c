@@ -589,6 +589,11 @@ void coll_copy_local(void *dst, const void *src, size_t len)
     copy_nt_from(dst, src, len, copy_nt_min);
 }
 
+void coll_copy_local_part(void *dst, const void *src, size_t len, size_t whole)
+{
+    copy_nt_from(dst, src, len, whole >= copy_nt_min ? 0 : SIZE_MAX);
+}
+
 void coll_copy_stream(void *dst, const void *src, size_t len)
 {
     copy_nt_from(dst, src, len, 0);

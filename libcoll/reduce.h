@@ -52,6 +52,8 @@ int coll_reduce_supported(coll_datatype_t dt, coll_op_t op);
  * (an eighth of the L3 and more, reduce.c says why) use non-temporal
  * stores on the vector path. dst and src must not overlap. */
 void coll_copy_local(void *dst, const void *src, size_t len);
+/* len bytes of such a copy of `whole` bytes, with its stores. */
+void coll_copy_local_part(void *dst, const void *src, size_t len, size_t whole);
 
 /* Bytes of the last-level cache a CPU of this host shares (sysfs, else
  * sysconf where that is plausible, else 32 MiB); *guessed (may be NULL)

@@ -578,6 +578,28 @@ static int is_local(const coll_vertex_t *v)
     return v->type == V_REDUCE || v->type == V_COPY || v->type == V_AVG;
 }
 
+/* A local copy this large, with messages of the schedule in flight, goes
+ * in pieces with a pass of the transports after each (coll_comm_poll_busy),
+ * so that a peer waiting on us moves its data meanwhile: a gather's root
+ * copies its own block while its leaf's RTS comes in, and the leaf then
+ * writes its block into the root (shm_share.c) instead of the two
+ * copying it after the root's own copy. */
+#define COPY_POLL_MIN ((size_t)4 << 20)
+#define COPY_POLL_PIECE ((size_t)1 << 20)
+
+static void copy_local(coll_sched_t *s, void *dst, const void *src, size_t len)
+{
+    if (len < COPY_POLL_MIN || s->inflight == 0) {
+        coll_copy_local(dst, src, len);
+        return;
+    }
+    for (size_t off = 0; off < len; off += COPY_POLL_PIECE) {
+        coll_copy_local_part((char *)dst + off, (const char *)src + off,
+                             COLL_MIN(COPY_POLL_PIECE, len - off), len);
+        coll_comm_poll_busy(s->comm);
+    }
+}
+
 static coll_status_t run_local(coll_sched_t *s, const coll_vertex_t *v)
 {
     switch (v->type) {
@@ -585,7 +607,7 @@ static coll_status_t run_local(coll_sched_t *s, const coll_vertex_t *v)
         return coll_reduce_local(v->dst, v->a, v->b, v->len, s->args.dt, s->args.op);
     case V_COPY:
         if (v->len && v->dst != v->a)
-            coll_copy_local(v->dst, v->a, v->len);
+            copy_local(s, v->dst, v->a, v->len);
         return COLL_OK;
     case V_AVG:
         if (s->args.op == COLL_AVG)

@@ -1025,6 +1025,53 @@ START_TEST(test_shared_copy_busy)
 }
 END_TEST
 
+/* Large local copies in pieces with the transports polled between them
+ * (schedule.c, copy_local): gathers out of place with 6 MiB + 5 byte
+ * blocks from every root, both algorithms, and a broadcast out of place
+ * of 9 MiB + 3 from the last rank, checked byte by byte; the root's own
+ * block is copied while its leaves' RTS come in, and the leaves write
+ * their blocks meanwhile. */
+#define POLLED_BLOCK ((6u << 20) + 5)
+#define POLLED_BCAST ((9u << 20) + 3)
+
+static int rank_copy_polled(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    const char *algo = arg;
+    uint8_t *mine = malloc(POLLED_BCAST), *all = malloc((size_t)nranks * POLLED_BLOCK);
+
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    setenv("COLL_ALGO", algo, 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK(mine && all, "out of memory");
+    for (int root = 0; root < nranks; root++) {
+        harness_fill(mine, POLLED_BLOCK, rank, root);
+        memset(all, 0xee, (size_t)nranks * POLLED_BLOCK);
+        RANK_OK(coll_gather(mine, all, POLLED_BLOCK, COLL_UINT8, root, comm));
+        for (int r = 0; rank == root && r < nranks; r++)
+            harness_verify(all + (size_t)r * POLLED_BLOCK, POLLED_BLOCK, r, root);
+    }
+    if (rank == nranks - 1)
+        harness_fill(mine, POLLED_BCAST, rank, 99);
+    RANK_OK(coll_broadcast(mine, all, POLLED_BCAST, COLL_UINT8, nranks - 1, comm));
+    harness_verify(all, POLLED_BCAST, nranks - 1, 99);
+    RANK_OK(coll_comm_destroy(comm));
+    free(mine);
+    free(all);
+    return 0;
+}
+
+START_TEST(test_copy_polled)
+{
+    static const char *algos[] = {"gather:linear,broadcast:binomial",
+                                  "gather:binomial,broadcast:chain"};
+    int nranks = 2 + 2 * (_i / 2);
+
+    ck_assert_msg(harness_run(nranks, rank_copy_polled, (void *)algos[_i % 2], 120) == 0,
+                  "%d ranks, %s: 6 MiB gathers and a 9 MiB broadcast out of place", nranks,
+                  algos[_i % 2]);
+}
+END_TEST
+
 /* A stream of 64 MiB blocking sends from rank 0 to rank 1, in huge pages,
  * so copied by both: either killed mid-message, the other names it. */
 static int rank_share_stream(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -2368,6 +2415,7 @@ static Suite *shm_suite(void)
     tcase_add_loop_test(tc, test_shared_copy, 0, NSHARE);
     tcase_add_test(tc, test_shared_copy_sizes);
     tcase_add_test(tc, test_shared_copy_busy);
+    tcase_add_loop_test(tc, test_copy_polled, 0, 4); /* 2 and 4 ranks, two algorithm sets */
     tcase_add_loop_test(tc, test_parked, 0, NPARK);
     suite_add_tcase(s, tc);
 

@@ -227,6 +227,12 @@ struct coll_tp_iface {
      * a host of the communicator runs more ranks than it has CPUs, so a
      * receiver is often descheduled when its data arrives. */
     int crowded;
+    /* Set by the core around a poll it makes between pieces of a local
+     * copy of its own (coll_comm_poll_busy): take in what peers sent and
+     * answer it, so that a peer waiting on us can move its data
+     * meanwhile, but leave copies a peer could make instead of us (shm: a
+     * shared receive's pieces) for a later poll. */
+    int busy;
 };
 
 struct coll_tp_ep {

@@ -205,7 +205,7 @@ int shm_share_poll(shm_ep_t *ep)
         ep->share_fresh = 0;
         return 1;
     }
-    if (__atomic_load_n(&ep->share_taking, __ATOMIC_RELAXED)) {
+    if (__atomic_load_n(&ep->share_taking, __ATOMIC_RELAXED) && !ep->iface->super.busy) {
         __atomic_store_n(reading, 1, __ATOMIC_RELAXED);
         share_take(ep);
         __atomic_store_n(reading, 0, __ATOMIC_RELAXED);
@@ -292,7 +292,7 @@ int shm_share_help(shm_ep_t *ep)
     uint64_t c, k;
     int moved = 0;
 
-    if (coll_list_empty(&ep->rndv_sends) || !ep->iface->share)
+    if (coll_list_empty(&ep->rndv_sends) || !ep->iface->share || ep->iface->super.busy)
         return 0;
     for (;;) {
         c = __atomic_load_n(&sh->claim, __ATOMIC_ACQUIRE);
