@@ -970,9 +970,10 @@ END_TEST
 
 /* A receiver busy with other work after its receive matched: rank 1
  * posts the receive of a 2 MiB blocking send once the RTS waits in its
- * ring, matches it with one coll_test and then sleeps without progress;
- * the waiting sender writes every piece meanwhile (shm_share_publish),
- * and the receive finds nothing left to read when it waits. */
+ * ring (100 ms), matches it with one coll_test and then sleeps without
+ * progress; the waiting sender writes every piece meanwhile
+ * (shm_share_publish), and the receive finds nothing left to read when it
+ * waits. */
 #define SHARE_BUSY_ROUNDS 8
 
 static int rank_share_busy(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -993,13 +994,13 @@ static int rank_share_busy(int rank, int nranks, const coll_unique_id_t *id, voi
             RANK_OK(coll_send(buf, len, COLL_UINT8, 1, k, comm));
             continue;
         }
-        usleep(20000); /* the RTS arrives */
+        usleep(100000); /* the RTS arrives */
         RANK_OK(coll_irecv(buf, len, COLL_UINT8, 0, k, comm, &req));
         coll_status_t st = coll_test(&req, &done);
         RANK_CHECK(st == COLL_OK || st == COLL_INPROGRESS, "coll_test: %s",
                    coll_status_str(st));
         RANK_CHECK(!done, "round %d: done at the first coll_test", k);
-        usleep(100000); /* busy elsewhere: no progress */
+        usleep(200000); /* busy elsewhere: no progress */
         RANK_OK(coll_wait(&req));
         harness_verify(buf, len, 0, k);
     }
