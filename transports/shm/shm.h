@@ -444,16 +444,15 @@ typedef struct shm_ep {
      * pieces (NULL: none), its error, the word the sender's count reaches
      * then (0: none; the idle hook reads it), the last generation; while
      * pieces are left to claim (share_taking, for the idle hook too),
-     * whether it was published in this poll, where it lies at the sender
-     * and how many pieces we read; the numbers logged at the end: shared
-     * reads, their pieces, and of them the sender's. As sender: pieces we
-     * wrote. */
+     * whether it was published in this poll and how many pieces we read;
+     * the numbers logged at the end: shared reads, their pieces, and of
+     * them the sender's. As sender: pieces we wrote. */
     coll_tp_req_t *share_req;
     int share_err;
     uint64_t share_want;
     uint64_t share_gen;
     int share_taking, share_fresh;
-    uint64_t share_src, share_ours;
+    uint64_t share_ours;
     uint64_t share_reads, share_pieces, share_pieces_peer, share_written;
     /* shm_map.c, as receiver: the peer's regions mapped (SHM_MAPS of them,
      * allocated with the first), the clock of their last use, whether the

@@ -125,15 +125,14 @@ static void share_take(shm_ep_t *ep)
     shm_share_t *sh = &ep->seg->share[ep->side];
     coll_tp_req_t *req = ep->share_req;
     size_t len = req->len, piece = __atomic_load_n(&sh->piece, __ATOMIC_RELAXED);
-    uint64_t n = share_pieces(ep, len), k;
+    uint64_t n = share_pieces(ep, len), k, src = __atomic_load_n(&sh->src, __ATOMIC_RELAXED);
     uint8_t *dst = req->buf;
     int err = 0;
 
     while ((k = LOW(__atomic_fetch_add(&sh->claim, 1, __ATOMIC_ACQ_REL))) < n) {
         size_t off = (size_t)k * piece;
         ep->share_ours++;
-        if ((err = shm_cma(ep, dst + off, ep->share_src + off, COLL_MIN(piece, len - off),
-                           0)) != 0)
+        if ((err = shm_cma(ep, dst + off, src + off, COLL_MIN(piece, len - off), 0)) != 0)
             break;
     }
     if (err) {
@@ -143,7 +142,9 @@ static void share_take(shm_ep_t *ep)
     share_claimed(ep, k, n);
 }
 
-void shm_share_publish(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr)
+/* Publish req, whose data lies at the sender's addr, in our share block;
+ * no piece is claimed yet. */
+static void share_open(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr)
 {
     shm_share_t *sh = &ep->seg->share[ep->side];
     size_t len = req->len, piece = piece_bytes(len);
@@ -168,12 +169,11 @@ void shm_share_publish(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr)
     __atomic_store_n(&sh->failed, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&sh->written, gen << 32, __ATOMIC_RELAXED);
     ep->share_req = req;
-    ep->share_src = addr;
     ep->share_ours = 0;
     ep->share_err = 0;
-    ep->share_fresh = 1;
+    ep->share_fresh = 0;
     ep->share_reads++;
-    ep->share_pieces += (len + piece - 1) / piece;
+    ep->share_pieces += share_pieces(ep, len);
     __atomic_store_n(&ep->share_taking, 1, __ATOMIC_RELAXED);
     /* seq_cst, then the look at its `asleep` flag: a sender about to
      * sleep sees the pieces (shm_share_offered) or is woken */
@@ -181,16 +181,21 @@ void shm_share_publish(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr)
     shm_maybe_wake(ep);
 }
 
+void shm_share_publish(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr)
+{
+    share_open(ep, req, addr);
+    ep->share_fresh = 1;
+}
+
 int shm_share_read(shm_ep_t *ep, coll_tp_req_t *req, uint64_t addr)
 {
-    shm_share_publish(ep, req, addr);
-    ep->share_fresh = 0;
+    share_open(ep, req, addr);
     share_take(ep);
     return shm_share_ready(ep) ? share_end(ep, req) : -1;
 }
 
 /* A read published when its RTS matched is taken from the next poll on,
- * not the one that matched it: a receiver that goes on with work of its
+ * not the one that matched it, nor in a busy one: a receiver that goes on with work of its
  * own (a gather's root copying its own block, a compute step after
  * coll_irecv and coll_test) leaves the sender the whole copy meanwhile. */
 int shm_share_poll(shm_ep_t *ep)
