@@ -177,28 +177,34 @@ void coll_comm_progress(struct coll_comm *comm)
     coll_comm_progress_at(comm, coll_time_ns());
 }
 
-int coll_comm_progress_at(struct coll_comm *comm, uint64_t now)
+/* One pass of every transport (busy: coll_tp_iface.busy); nonzero when
+ * one moved something. */
+static int poll_ifaces(struct coll_comm *comm, int busy)
 {
-    int progressed, any = coll_evloop_dispatch_at(comm->ev, now) > 0;
+    int progressed, any = 0;
 
     for (int i = 0; i < comm->niface; i++) {
-        comm->ifaces[i]->ops->iface_progress(comm->ifaces[i], &progressed);
+        coll_tp_iface_t *iface = comm->ifaces[i];
+        iface->busy = busy;
+        iface->ops->iface_progress(iface, &progressed);
+        iface->busy = 0;
         any |= progressed;
     }
+    return any;
+}
+
+int coll_comm_progress_at(struct coll_comm *comm, uint64_t now)
+{
+    int any = coll_evloop_dispatch_at(comm->ev, now) > 0;
+
+    any |= poll_ifaces(comm, 0);
     coll_sched_progress(comm);
     return any;
 }
 
 void coll_comm_poll_busy(struct coll_comm *comm)
 {
-    int progressed;
-
-    for (int i = 0; i < comm->niface; i++) {
-        coll_tp_iface_t *iface = comm->ifaces[i];
-        iface->busy = 1;
-        iface->ops->iface_progress(iface, &progressed);
-        iface->busy = 0;
-    }
+    poll_ifaces(comm, 1);
 }
 
 static const char *peer_desc(struct coll_comm *comm, int peer)
