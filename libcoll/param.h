@@ -137,10 +137,12 @@ typedef enum coll_param_type {
       "straight from the ring, or a cache-sized piece at a time from the peer's memory; " \
       "TCP toward other hosts: a cache-sized piece at a time off the socket) instead of " \
       "receiving it into a buffer and reducing that; 0: always the two steps")          \
-    X(SHM_RING_SIZE, COLL_PARAM_SIZE, "512K",                                            \
+    X(SHM_RING_SIZE, COLL_PARAM_STR, "auto",                                            \
       "Shared-memory transport: bytes of each ring (one per direction and pair of "      \
       "ranks on a host, in /dev/shm; a power of two, 16K to 64M); the same on every "    \
-      "rank")                                                                            \
+      "rank. auto: 256K where the launcher's count of ranks on the host "               \
+      "(COLL_LOCAL_SIZE) is above its online CPUs, whose ranks then take turns and "     \
+      "keep less in cache with smaller rings; 512K elsewhere")                          \
     X(SHM_CMA, COLL_PARAM_BOOL, "1",                                                     \
       "Shared-memory transport: let receivers copy large messages straight from the "    \
       "sender's buffer (process_vm_readv); 0 copies them through the ring")              \

@@ -1073,6 +1073,86 @@ START_TEST(test_copy_polled)
 }
 END_TEST
 
+/* COLL_SHM_RING_SIZE's auto (shm_iface.c, ring_auto): 256 KiB rings where
+ * the launcher's count of ranks on the host is above its online CPUs, 512
+ * KiB elsewhere and where nothing gives the count; and collectives whose
+ * messages cross the eager limit and the DATA chunks of either ring size,
+ * checked exactly. Cases: COLL_LOCAL_SIZE=4, no count, 256K set. */
+enum { RING_COUNTED, RING_UNCOUNTED, RING_SET, NRING };
+static void logs_show(int ok, const char *what, const char *logs);
+static const size_t ring_counts[] = {(64u << 10) / 4 + 1, (1u << 20) / 4 + 3, (5u << 20) / 4 + 1};
+
+static int rank_ring_auto(int rank, int nranks, const coll_unique_id_t *id, void *arg)
+{
+    int how = *(int *)arg;
+    size_t most = ring_counts[COLL_ARRAY_LEN(ring_counts) - 1];
+    int32_t *x = malloc(most * 4), *y = malloc(most * 4);
+    uint8_t *all = malloc((size_t)nranks * most);
+    char logpath[256];
+
+    snprintf(logpath, sizeof(logpath), "%s/ring%d.log", log_dir, rank);
+    setenv("COLL_DEBUG", "INFO", 1);
+    setenv("COLL_DEBUG_SUBSYS", "NET", 1);
+    setenv("COLL_DEBUG_FILE", logpath, 1);
+    setenv("COLL_TRANSPORTS", "shm", 1);
+    if (how == RING_COUNTED)
+        setenv("COLL_LOCAL_SIZE", "4", 1);
+    if (how == RING_SET)
+        setenv("COLL_SHM_RING_SIZE", "256K", 1);
+    coll_comm_t comm = harness_init(rank, nranks, id);
+    RANK_CHECK(x && y && all, "out of memory");
+    for (size_t c = 0; c < COLL_ARRAY_LEN(ring_counts); c++) {
+        size_t n = ring_counts[c];
+        for (size_t i = 0; i < n; i++)
+            x[i] = rank + (int32_t)(i % 7);
+        RANK_OK(coll_allreduce(x, y, n, COLL_INT32, COLL_SUM, comm));
+        RANK_OK(coll_allreduce(x, x, n, COLL_INT32, COLL_SUM, comm));
+        for (size_t i = 0; i < n; i++)
+            RANK_CHECK(x[i] == y[i] && y[i] == nranks * (nranks - 1) / 2 + nranks * (int32_t)(i % 7),
+                       "all-reduce of %zu: element %zu is %d / %d", n, i, (int)y[i], (int)x[i]);
+        harness_fill((uint8_t *)x, n, rank, (int)c);
+        RANK_OK(coll_allgather(x, all, n, COLL_UINT8, comm));
+        for (int r = 0; r < nranks; r++)
+            harness_verify(all + (size_t)r * n, n, r, (int)c);
+        if (rank == 1)
+            harness_fill(all, n * 4, 1, (int)c + 10);
+        RANK_OK(coll_broadcast(all, all, n * 4, COLL_UINT8, 1, comm));
+        harness_verify(all, n * 4, 1, (int)c + 10);
+    }
+    RANK_OK(coll_comm_destroy(comm));
+    free(x);
+    free(y);
+    free(all);
+    return 0;
+}
+
+START_TEST(test_ring_auto)
+{
+    int how = _i;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t want = how == RING_SET || (how == RING_COUNTED && cpus < 4) ? 256u << 10 : 512u << 10;
+    char cmd[256], out[16384], line[64];
+
+    harness_tmpdir_make(log_dir, sizeof(log_dir), "coll-shm");
+    ck_assert_msg(harness_run(4, rank_ring_auto, &how, 120) == 0,
+                  "4 ranks (case %d): all-reduce, all-gather and broadcast", how);
+    snprintf(cmd, sizeof(cmd), "grep -h 'shm: connected to' %s/ring*.log", log_dir);
+    harness_sh(cmd, out, sizeof(out));
+    snprintf(line, sizeof(line), "(ring %zu bytes", want);
+    int lines = 0;
+    for (const char *p = out; (p = strstr(p, "connected to")); p++)
+        lines++;
+    logs_show(lines == 12, "expected 12 connections (4 ranks, 3 peers each)", out);
+    int alike = 1;
+    for (const char *p = out; (p = strstr(p, "(ring ")); p++)
+        alike &= strncmp(p, line, strlen(line)) == 0;
+    printf("test_shm: rings, case %d, %ld CPUs: %s %zu bytes\n", how, cpus,
+           alike ? "every ring" : "not every ring", want);
+    logs_show(alike, "rings not of the size expected", out);
+    harness_tmpdir_remove(log_dir);
+}
+END_TEST
+
 /* A stream of 64 MiB blocking sends from rank 0 to rank 1, in huge pages,
  * so copied by both: either killed mid-message, the other names it. */
 static int rank_share_stream(int rank, int nranks, const coll_unique_id_t *id, void *arg)
@@ -2417,6 +2497,7 @@ static Suite *shm_suite(void)
     tcase_add_test(tc, test_shared_copy_sizes);
     tcase_add_test(tc, test_shared_copy_busy);
     tcase_add_loop_test(tc, test_copy_polled, 0, 4); /* 2 and 4 ranks, two algorithm sets */
+    tcase_add_loop_test(tc, test_ring_auto, 0, NRING);
     tcase_add_loop_test(tc, test_parked, 0, NPARK);
     suite_add_tcase(s, tc);
 
