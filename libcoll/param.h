@@ -140,9 +140,10 @@ typedef enum coll_param_type {
     X(SHM_RING_SIZE, COLL_PARAM_STR, "auto",                                            \
       "Shared-memory transport: bytes of each ring (one per direction and pair of "      \
       "ranks on a host, in /dev/shm; a power of two, 16K to 64M); the same on every "    \
-      "rank. auto: 256K where the launcher's count of ranks on the host "               \
-      "(COLL_LOCAL_SIZE) is above its online CPUs, whose ranks then take turns and "     \
-      "keep less in cache with smaller rings; 512K elsewhere")                          \
+      "rank. auto: 256K where the count of ranks on the host (the launcher's, or "     \
+      "COLL_LOCAL_SIZE) is above its online CPUs, whose ranks then take turns and "      \
+      "keep less in cache with smaller rings; 512K elsewhere and where nothing gives "   \
+      "the count")                                                                       \
     X(SHM_CMA, COLL_PARAM_BOOL, "1",                                                     \
       "Shared-memory transport: let receivers copy large messages straight from the "    \
       "sender's buffer (process_vm_readv); 0 copies them through the ring")              \

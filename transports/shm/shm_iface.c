@@ -217,8 +217,8 @@ static coll_status_t read_cma_crowded(shm_iface_t *iface, int intel)
  * CPUs, ranks take turns on a CPU, and each turn's copies go through the
  * rings of every pair it serves: smaller rings keep more of a turn's data
  * in cache. 4 ranks on 2 CPUs, 8 alternating launches, all-reduce of 16
- * MiB: 8.5 -> 7.9 ms out of place, 6.0 -> 4.9 ms in place; 4 MiB 5 of 6
- * launches faster (1.55 -> 1.36 ms); 8 ranks level (docs/performance-
+ * MiB: 8.5 -> 7.9 ms out of place, 6.1 -> 4.9 ms in place; 4 MiB 5 of 6
+ * launches faster (1.65 -> 1.36 ms); 8 ranks level (docs/performance-
  * history.md). Both sides of a pair see the same count and host, so they
  * size their segment alike. */
 static size_t ring_auto(const coll_tp_params_t *pr)

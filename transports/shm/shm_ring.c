@@ -229,8 +229,8 @@ int shm_seg_try_map(shm_ep_t *ep)
         char msg[SHM_ABORT_TEXT];
         snprintf(msg, sizeof(msg), "/dev/shm%s from %s does not match (version %u, ring %u "
                  "bytes; ours: version %u, ring %zu bytes): set COLL_SHM_RING_SIZE alike on "
-                 "every rank (its auto follows COLL_LOCAL_SIZE)", ep->name, ep->super.desc, version, ring, SHM_VERSION,
-                 iface->ring_bytes);
+                 "every rank (its auto follows the ranks on the host, COLL_LOCAL_SIZE)",
+                 ep->name, ep->super.desc, version, ring, SHM_VERSION, iface->ring_bytes);
         if (version == SHM_VERSION) { /* the same header layout: tell the creator */
             shm_ring_ctl_t *ctl = &seg->ctl[0];
             snprintf(ctl->abort_text, sizeof(ctl->abort_text), "rank %d: %s", pr->rank, msg);
