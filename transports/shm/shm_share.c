@@ -109,6 +109,14 @@ static void share_claimed(shm_ep_t *ep, uint64_t k, uint64_t n)
                      __ATOMIC_RELAXED);
 }
 
+/* Close the claim word of our shared read of n pieces, so that nobody
+ * takes a piece after: the piece index it had reached. */
+static uint64_t share_close(shm_ep_t *ep, uint64_t n)
+{
+    return LOW(__atomic_exchange_n(&ep->seg->share[ep->side].claim, ep->share_gen << 32 | n,
+                                   __ATOMIC_ACQ_REL));
+}
+
 /* The pieces of our shared read of len bytes (the piece we published). */
 static uint64_t share_pieces(const shm_ep_t *ep, size_t len)
 {
@@ -137,7 +145,7 @@ static void share_take(shm_ep_t *ep)
     }
     if (err) {
         ep->share_err = err;
-        k = LOW(__atomic_exchange_n(&sh->claim, ep->share_gen << 32 | n, __ATOMIC_ACQ_REL));
+        k = share_close(ep, n);
     }
     share_claimed(ep, k, n);
 }
@@ -332,10 +340,8 @@ void shm_share_abandon(shm_ep_t *ep, coll_status_t status)
     if (!req)
         return;
     if (__atomic_load_n(&ep->share_taking, __ATOMIC_RELAXED)) {
-        shm_share_t *sh = &ep->seg->share[ep->side];
         uint64_t n = share_pieces(ep, req->len);
-        share_claimed(ep, LOW(__atomic_exchange_n(&sh->claim, ep->share_gen << 32 | n,
-                                                  __ATOMIC_ACQ_REL)), n);
+        share_claimed(ep, share_close(ep, n), n);
     }
     while (!shm_share_ready(ep) && coll_time_ns() < until &&
            !(kill((pid_t)ep->peer_addr.pid, 0) < 0 && errno == ESRCH))
